@@ -1,0 +1,377 @@
+"""Whisper transcription over planned windows: batched features and encoder, greedy decoding with timestamps,
+optional speculative decoding with a draft model, a scoring pass for no-speech gating and word timing.
+
+Per batch of windows (longest first, so similar lengths decode together):
+
+1. log-mel features for the batch at once (on the GPU when there is one), padded to 30 s: (B, mel, 3000);
+2. the encoder once: (B, 1500, d_model);
+3. ``generate`` with timestamps (greedy); with ``assisted`` each window runs alone with the draft model;
+4. one teacher-forced decoder pass over [prompt + generated tokens]: the no-speech probability at the first
+   position, the mean log-probability of the generated tokens and, for word timestamps, the cross-attention of
+   the alignment heads;
+5. segments and words placed at the window's real start time.
+
+A window whose no-speech probability is above ``no_speech_threshold`` while its mean log-probability is below
+``logprob_threshold`` is treated as silence (Whisper's own rule), as is one whose text is a runaway repetition.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .alignment import capture_cross_attention, token_start_times
+from .errors import InputError, ModelLoadError, short_message
+from .languages import normalise_language
+from .records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform, Word
+from .runtime import Placement
+from .whisper_tokens import RawSegment, group_words, split_segments
+
+logger = logging.getLogger(__name__)
+
+WINDOW_S = 30.0
+DETECT_WINDOWS = 8  # longest windows used to detect the language
+_LOGIT_ROWS = 2048  # rows of (tokens x vocab) logits computed at a time in the scoring pass
+
+
+@dataclass(frozen=True)
+class AsrOptions:
+    task: str = "transcribe"
+    language: str | None = None
+    batch_size: int = 24
+    assisted: bool = False
+    word_timestamps: bool = False
+    no_speech_threshold: float = 0.6
+    logprob_threshold: float = -1.0
+    compression_ratio_threshold: float = 2.4
+
+
+@dataclass
+class _Decoded:
+    """What one window produced, in window-relative seconds."""
+
+    window: Span
+    segments: list[RawSegment] = field(default_factory=list)
+    token_times: dict[int, float] = field(default_factory=dict)  # text-token position -> seconds
+    text_positions: list[int] = field(default_factory=list)
+    no_speech_prob: float = 0.0
+    avg_logprob: float = 0.0
+
+
+def compression_ratio(text: str) -> float:
+    raw = text.encode("utf-8")
+    return len(raw) / max(1, len(zlib.compress(raw)))
+
+
+class WhisperEngine:
+    """A loaded Whisper model (+ optional draft model) and the code to run it over windows."""
+
+    def __init__(
+        self,
+        model,
+        feature_extractor,
+        tokenizer,
+        placement: Placement,
+        assistant=None,
+        max_new_tokens: int | None = None,
+    ):
+        self.model = model
+        self.feature_extractor = feature_extractor
+        self.tokenizer = tokenizer
+        self.assistant = assistant
+        self.placement = placement
+        self.max_new_tokens = max_new_tokens
+        gen = model.generation_config
+        self.eos = int(gen.eos_token_id if not isinstance(gen.eos_token_id, list) else gen.eos_token_id[0])
+        self.sot = int(gen.decoder_start_token_id)
+        self.timestamp_begin = int(gen.no_timestamps_token_id) + 1
+        self.multilingual = bool(getattr(gen, "is_multilingual", False))
+        self.lang_to_id: dict[str, int] = {
+            k.strip("<|>"): int(v) for k, v in (getattr(gen, "lang_to_id", None) or {}).items()
+        }
+        self.task_to_id: dict[str, int] = dict(getattr(gen, "task_to_id", None) or {})
+        self.alignment_heads = [tuple(h) for h in (getattr(gen, "alignment_heads", None) or [])]
+        vocab = tokenizer.get_vocab()
+        nospeech = vocab.get("<|nospeech|>", vocab.get("<|nocaptions|>"))
+        self.no_speech_id = int(nospeech) if nospeech is not None else None
+
+    # ----------------------------------------------------------------------------------------------- loading
+    @classmethod
+    def load(
+        cls,
+        model_id: str,
+        placement: Placement,
+        assistant_id: str | None = None,
+        token: str | None = None,
+        max_new_tokens: int | None = None,
+    ) -> WhisperEngine:
+        import torch
+        from transformers import (
+            AutoModelForCausalLM,
+            AutoTokenizer,
+            WhisperFeatureExtractor,
+            WhisperForConditionalGeneration,
+        )
+
+        kwargs = dict(dtype=placement.dtype, attn_implementation=placement.attn_implementation, token=token)
+        try:
+            model = WhisperForConditionalGeneration.from_pretrained(model_id, **kwargs)
+            feature_extractor = WhisperFeatureExtractor.from_pretrained(model_id, token=token)
+            tokenizer = AutoTokenizer.from_pretrained(model_id, token=token)
+        except Exception as exc:
+            raise ModelLoadError(f"could not load ASR_MODEL {model_id!r}: {short_message(exc)}") from exc
+        model.to(placement.device).eval()
+        assistant = None
+        if assistant_id:
+            try:
+                assistant = AutoModelForCausalLM.from_pretrained(assistant_id, **kwargs)
+            except Exception as exc:
+                raise ModelLoadError(f"could not load ASSISTANT_MODEL {assistant_id!r}: {short_message(exc)}") from exc
+            if assistant.config.vocab_size != model.config.vocab_size:
+                raise ModelLoadError(
+                    f"ASSISTANT_MODEL {assistant_id!r} has vocabulary size {assistant.config.vocab_size}, "
+                    f"ASR_MODEL has {model.config.vocab_size}: a draft model must share the tokenizer"
+                )
+            assistant.to(placement.device).eval()
+        torch.set_grad_enabled(False)
+        return cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens)
+
+    # ------------------------------------------------------------------------------------------ capabilities
+    @property
+    def languages(self) -> frozenset[str]:
+        return frozenset(self.lang_to_id) if self.multilingual else frozenset({"en"})
+
+    def validate(self, opts: AsrOptions) -> AsrOptions:
+        """Check request options against the loaded models; returns options with the language normalised."""
+        language = opts.language
+        if language is not None:
+            language = normalise_language(language, self.languages)
+        if opts.task == "translate" and not self.multilingual:
+            raise InputError(
+                "task 'translate' needs a multilingual Whisper model; the loaded ASR model is English-only"
+            )
+        if opts.assisted and self.assistant is None:
+            raise InputError(
+                "`assisted: true` needs a draft model, and none is loaded: set the ASSISTANT_MODEL environment "
+                "variable, or send `assisted: false` (or 'auto')"
+            )
+        return AsrOptions(**{**opts.__dict__, "language": language})
+
+    # ------------------------------------------------------------------------------------------- inference
+    def transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions) -> Transcript:
+        """Decode ``windows`` of ``waveform``; returns chunks in time order with absolute times."""
+        if not windows:
+            return Transcript(chunks=(), language=opts.language or (None if self.multilingual else "en"))
+        language, language_prob = opts.language, None
+        if language is None and self.multilingual:
+            language, language_prob = self.detect_language(waveform, windows)
+        elif language is None:
+            language = "en"
+        order = sorted(range(len(windows)), key=lambda i: windows[i].end - windows[i].start, reverse=True)
+        decoded: dict[int, _Decoded] = {}
+        step = 1 if opts.assisted else max(1, opts.batch_size)
+        for b in range(0, len(order), step):
+            idx = order[b : b + step]
+            for i, d in zip(idx, self._decode_batch(waveform, [windows[i] for i in idx], language, opts)):
+                decoded[i] = d
+        chunks: list[Chunk] = []
+        for i in range(len(windows)):
+            chunks.extend(self._chunks(decoded[i], waveform.duration, language, opts))
+        return Transcript(chunks=tuple(chunks), language=language, language_probability=language_prob)
+
+    def features(self, waveform: Waveform, windows: list[Span]):
+        slices = [waveform.samples[int(w.start * SAMPLE_RATE) : int(round(w.end * SAMPLE_RATE))] for w in windows]
+        kwargs = {"device": self.placement.device} if self.placement.is_cuda else {}
+        feats = self.feature_extractor(
+            slices, sampling_rate=SAMPLE_RATE, return_tensors="pt", padding="max_length", **kwargs
+        ).input_features
+        return feats.to(self.placement.device, self.placement.dtype)
+
+    def encode(self, features):
+        return self.model.model.encoder(features)
+
+    def detect_language(self, waveform: Waveform, windows: list[Span]) -> tuple[str, float]:
+        """Language of the longest windows, probabilities averaged with weights = window duration."""
+        import torch
+
+        longest = sorted(windows, key=lambda w: w.end - w.start, reverse=True)[:DETECT_WINDOWS]
+        enc = self.encode(self.features(waveform, longest))
+        sot = torch.full((len(longest), 1), self.sot, device=self.placement.device, dtype=torch.long)
+        logits = self.model(encoder_outputs=enc, decoder_input_ids=sot, use_cache=False).logits[:, 0].float()
+        codes = list(self.lang_to_id)
+        ids = torch.tensor([self.lang_to_id[c] for c in codes], device=logits.device)
+        probs = torch.softmax(logits[:, ids], dim=-1).cpu().numpy()
+        weights = np.array([w.end - w.start for w in longest])
+        mean = (probs * weights[:, None]).sum(0) / weights.sum()
+        k = int(np.argmax(mean))
+        return codes[k], float(mean[k])
+
+    def prompt_ids(self, language: str, task: str) -> list[int]:
+        if not self.multilingual:
+            return [self.sot]
+        return [self.sot, self.lang_to_id[language], int(self.task_to_id[task])]
+
+    def _generate_kwargs(self, language: str, opts: AsrOptions) -> dict:
+        kwargs: dict = {"return_timestamps": True}
+        if self.multilingual:
+            kwargs.update(language=language, task=opts.task)
+        if self.max_new_tokens:
+            kwargs["max_new_tokens"] = self.max_new_tokens
+        return kwargs
+
+    def _decode_batch(self, waveform: Waveform, windows: list[Span], language: str, opts: AsrOptions) -> list[_Decoded]:
+        enc = self.encode(self.features(waveform, windows))
+        kwargs = self._generate_kwargs(language, opts)
+        if opts.assisted:
+            sequences = [
+                self.model.generate(encoder_outputs=enc, assistant_model=self.assistant, **kwargs)[0] for _ in windows
+            ]
+        else:
+            sequences = list(self.model.generate(encoder_outputs=enc, **kwargs))
+        generated = [self._strip_prompt(s.tolist()) for s in sequences]
+        out = [
+            _Decoded(window=w, segments=split_segments(g, self.timestamp_begin, self.eos))
+            for w, g in zip(windows, generated)
+        ]
+        self._score(enc.last_hidden_state, generated, language, opts, out, windows)
+        return out
+
+    def _strip_prompt(self, ids: list[int]) -> list[int]:
+        """Drop any leading prompt tokens (start/language/task) that ``generate`` returned; cut at end-of-text."""
+        k = 0
+        while k < len(ids) and self.eos < ids[k] < self.timestamp_begin:
+            k += 1
+        body = ids[k:]
+        if self.eos in body:
+            body = body[: body.index(self.eos)]
+        return body
+
+    def _score(
+        self,
+        encoder_states,
+        generated: list[list[int]],
+        language: str,
+        opts: AsrOptions,
+        out: list[_Decoded],
+        windows: list[Span],
+    ) -> None:
+        """Teacher-forced pass: no-speech probability, mean log-probability, and cross-attention for words."""
+        import torch
+
+        prompt = self.prompt_ids(language, opts.task)
+        p = len(prompt)
+        rows = [prompt + g + [self.eos] for g in generated]
+        longest = max(len(r) for r in rows)
+        ids = torch.full((len(rows), longest), self.eos, dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.tensor(r)
+        ids = ids.to(self.placement.device)
+        want_words = opts.word_timestamps and bool(self.alignment_heads)
+        decoder = self.model.model.decoder
+        if want_words:
+            with capture_cross_attention(self.model, self.alignment_heads) as attention:
+                hidden = decoder(input_ids=ids, encoder_hidden_states=encoder_states, use_cache=False).last_hidden_state
+                attn = attention().float().cpu().numpy()  # (B, heads, T, frames)
+        else:
+            hidden = decoder(input_ids=ids, encoder_hidden_states=encoder_states, use_cache=False).last_hidden_state
+        for i, (d, g) in enumerate(zip(out, generated)):
+            n = p + len(g)  # positions 0..n-1 predict rows[1..n]
+            logprobs = self._logprobs(hidden[i, :n], ids[i, 1 : n + 1])
+            first = self._log_softmax_row(hidden[i, 0])
+            if self.no_speech_id is not None:
+                d.no_speech_prob = float(np.exp(first[self.no_speech_id]))
+            # mean over the generated tokens and the closing end-of-text, as Whisper does
+            d.avg_logprob = float(np.mean(logprobs[p - 1 :])) if n > p - 1 else 0.0
+            if want_words:
+                text_pos = [k for k, t in enumerate(g) if t < self.eos]
+                if text_pos:
+                    # row (p - 1 + k) predicts generated token k; add the end-of-text row for the last word's end
+                    att_rows = [p - 1 + k for k in text_pos] + [p - 1 + len(g)]
+                    n_frames = int(np.ceil((windows[i].end - windows[i].start) / 0.02))
+                    times = token_start_times(attn[i][:, att_rows, :], n_frames)
+                    d.text_positions = text_pos
+                    d.token_times = {k: float(t) for k, t in zip(text_pos + [len(g)], times)}
+
+    def _logprobs(self, hidden, targets) -> np.ndarray:
+        import torch
+
+        out = []
+        for a in range(0, hidden.shape[0], _LOGIT_ROWS):
+            logits = self.model.proj_out(hidden[a : a + _LOGIT_ROWS]).float()
+            lp = logits.gather(-1, targets[a : a + _LOGIT_ROWS, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+            out.append(lp.cpu().numpy())
+        return np.concatenate(out) if out else np.zeros(0)
+
+    def _log_softmax_row(self, hidden_row) -> np.ndarray:
+        import torch
+
+        logits = self.model.proj_out(hidden_row[None]).float()[0]
+        return torch.log_softmax(logits, dim=-1).cpu().numpy()
+
+    # ------------------------------------------------------------------------------------------- assembly
+    def _is_silence(self, d: _Decoded, opts: AsrOptions) -> bool:
+        if d.no_speech_prob > opts.no_speech_threshold and d.avg_logprob < opts.logprob_threshold:
+            return True
+        text = "".join(self.tokenizer.decode(list(s.token_ids), skip_special_tokens=True) for s in d.segments)
+        return len(text) > 40 and compression_ratio(text) > opts.compression_ratio_threshold * 1.5
+
+    def _chunks(self, d: _Decoded, duration: float, language: str, opts: AsrOptions) -> list[Chunk]:
+        if not d.segments or self._is_silence(d, opts):
+            return []
+        w0 = d.window.start
+        wlen = d.window.end - d.window.start
+        chunks = []
+        position = 0  # index into the window's generated-token list of the segment's first token
+        gen_positions = d.text_positions
+        floor = 0.0  # segments never start before the previous one ended: times stay monotonic
+        for seg in d.segments:
+            text = self.tokenizer.decode(list(seg.token_ids), skip_special_tokens=True)
+            start = min(max(seg.start, floor), wlen)
+            end = min(seg.end if seg.end is not None else wlen, wlen)
+            end = max(end, start)
+            floor = end
+            words: tuple[Word, ...] = ()
+            if opts.word_timestamps and gen_positions:
+                seg_pos = gen_positions[position : position + len(seg.token_ids)]
+                words = self._words(list(seg.token_ids), seg_pos, d.token_times, start, end, w0, language)
+            position += len(seg.token_ids)
+            if not text.strip():
+                continue
+            chunks.append(
+                Chunk(start=round(w0 + start, 3), end=round(min(w0 + end, duration), 3), text=text, words=words)
+            )
+        return chunks
+
+    def _words(
+        self,
+        token_ids: list[int],
+        positions: list[int],
+        times: dict[int, float],
+        seg_start: float,
+        seg_end: float,
+        offset: float,
+        language: str,
+    ) -> tuple[Word, ...]:
+        words = []
+        all_positions = sorted(times)
+        for text, a, b in group_words(token_ids, self.tokenizer, language):
+            start_pos = positions[a]
+            end_pos = positions[b] if b < len(positions) else _next(all_positions, positions[b - 1])
+            start = min(max(times.get(start_pos, seg_start), seg_start), seg_end)
+            end = min(max(times.get(end_pos, seg_end), start), seg_end)
+            words.append(Word(text=text, start=round(offset + start, 3), end=round(offset + end, 3)))
+        return tuple(words)
+
+
+def _next(sorted_positions: list[int], pos: int) -> int:
+    i = int(np.searchsorted(sorted_positions, pos, side="right"))
+    return sorted_positions[i] if i < len(sorted_positions) else pos
+
+
+def looks_like_whisper_folder(path: str | Path) -> bool:
+    cfg = Path(path) / "config.json"
+    return cfg.is_file() and '"whisper"' in cfg.read_text(errors="ignore")

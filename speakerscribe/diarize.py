@@ -1,0 +1,92 @@
+"""Speaker diarization with a pyannote.audio pipeline, fed the already-decoded waveform in memory."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+
+from .errors import InputError, ModelLoadError, short_message
+from .records import Diarization, SpeakerTurn, Waveform
+from .runtime import Placement, configure_pyannote_environment, tf32_guard
+
+logger = logging.getLogger(__name__)
+
+MAX_SPEAKERS = 64
+
+
+def check_speaker_counts(num: int | None, lo: int | None, hi: int | None) -> None:
+    """The speaker-count rules, in one place. Raises InputError naming the broken rule."""
+    for name, value in (("num_speakers", num), ("min_speakers", lo), ("max_speakers", hi)):
+        if value is not None and not 1 <= value <= MAX_SPEAKERS:
+            raise InputError(f"`{name}` must be between 1 and {MAX_SPEAKERS}, got {value}")
+    if num is not None and (lo is not None or hi is not None):
+        raise InputError(
+            "`num_speakers` fixes the count exactly; do not send it together with `min_speakers`/`max_speakers`"
+        )
+    if lo is not None and hi is not None and lo > hi:
+        raise InputError(f"`min_speakers` ({lo}) must not exceed `max_speakers` ({hi})")
+
+
+class SpeakerDiarizer:
+    """A loaded pyannote pipeline. Calls are serialised: pyannote pipelines keep per-call state."""
+
+    def __init__(self, pipeline, placement: Placement, allow_tf32: bool = True):
+        self.pipeline = pipeline
+        self.placement = placement
+        self.allow_tf32 = allow_tf32
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(
+        cls, model_id: str, placement: Placement, token: str | None = None, allow_tf32: bool = True
+    ) -> SpeakerDiarizer:
+        configure_pyannote_environment()
+        try:
+            import torch
+            from pyannote.audio import Pipeline
+
+            pipeline = Pipeline.from_pretrained(model_id, token=token)
+        except Exception as exc:
+            raise ModelLoadError(f"could not load DIARIZATION_MODEL {model_id!r}: {short_message(exc)}") from exc
+        if pipeline is None:  # pyannote returns None when a Hub download is refused (gated model, bad token)
+            raise ModelLoadError(
+                f"could not load DIARIZATION_MODEL {model_id!r}: the Hub refused the download; gated models need "
+                "HF_TOKEN with access granted on the model page"
+            )
+        pipeline.to(torch.device(placement.device))
+        return cls(pipeline, placement, allow_tf32)
+
+    def __call__(
+        self,
+        waveform: Waveform,
+        num_speakers: int | None = None,
+        min_speakers: int | None = None,
+        max_speakers: int | None = None,
+    ) -> Diarization:
+        import torch
+
+        check_speaker_counts(num_speakers, min_speakers, max_speakers)
+        if waveform.samples.size == 0:
+            return Diarization(turns=(), exclusive=())
+        audio = {
+            "waveform": torch.from_numpy(np.ascontiguousarray(waveform.samples))[None],
+            "sample_rate": waveform.sample_rate,
+        }
+        with self._lock, tf32_guard(self.allow_tf32), torch.inference_mode():
+            output = self.pipeline(
+                audio, num_speakers=num_speakers, min_speakers=min_speakers, max_speakers=max_speakers
+            )
+        annotation = getattr(output, "speaker_diarization", output)
+        exclusive = getattr(output, "exclusive_speaker_diarization", None)
+        return Diarization(turns=_turns(annotation), exclusive=_turns(exclusive) if exclusive is not None else ())
+
+
+def _turns(annotation) -> tuple[SpeakerTurn, ...]:
+    turns = [
+        SpeakerTurn(float(seg.start), float(seg.end), str(label))
+        for seg, _, label in annotation.itertracks(yield_label=True)
+        if seg.end > seg.start
+    ]
+    return tuple(sorted(turns, key=lambda t: (t.start, t.end)))

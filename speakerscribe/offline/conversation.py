@@ -1,0 +1,175 @@
+"""Synthetic conversations with known truth, spoken by two festival voices (US male diphone, US female HTS).
+
+Every turn is synthesised on its own, resampled to 16 kHz and placed after a chosen pause, so the true turn times
+follow from the clip lengths. Results are cached by content: the same script gives the same files.
+
+Needs Debian's festival: ``apt-get install -y --no-install-recommends festival festvox-kallpc16k festvox-us-slt-hts``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..records import SAMPLE_RATE
+
+VOICES = {"A": "(voice_kal_diphone)", "B": "(voice_cmu_us_slt_arctic_hts)"}
+FESTIVAL_HINT = (
+    "festival is needed to synthesise test speech: apt-get install -y --no-install-recommends "
+    "festival festvox-kallpc16k festvox-us-slt-hts"
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    speaker: str  # "A" (male) or "B" (female)
+    text: str
+    pause_after: float = 0.6
+
+
+@dataclass(frozen=True)
+class TrueTurn:
+    speaker: str
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    wav: Path
+    turns: tuple[TrueTurn, ...]
+    duration: float
+
+    @property
+    def reference_text(self) -> str:
+        return " ".join(t.text for t in self.turns)
+
+    def rttm(self, uri: str = "conversation") -> str:
+        return "".join(
+            f"SPEAKER {uri} 1 {t.start:.3f} {t.end - t.start:.3f} <NA> <NA> {t.speaker} <NA> <NA>\n" for t in self.turns
+        )
+
+
+def _speak(text: str, voice: str, workdir: Path) -> np.ndarray:
+    import soundfile as sf
+
+    from ..audio import resample
+
+    if shutil.which("text2wave") is None:
+        raise RuntimeError(FESTIVAL_HINT)
+    out = workdir / "turn.wav"
+    subprocess.run(["text2wave", "-eval", voice, "-o", str(out)], input=text.encode(), check=True, capture_output=True)
+    samples, rate = sf.read(str(out), dtype="float32", always_2d=True)
+    return resample(samples.mean(axis=1), rate)
+
+
+def synthesize(lines: list[Line], out_dir: str | Path, name: str, lead_in: float = 0.5) -> Conversation:
+    """Speak ``lines`` into ``out_dir/name.wav`` (16 kHz, 16-bit) with ``name.json`` holding the true turns."""
+    import soundfile as sf
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(json.dumps([asdict(x) for x in lines] + [lead_in]).encode()).hexdigest()[:16]
+    wav, meta = out / f"{name}.wav", out / f"{name}.json"
+    if wav.is_file() and meta.is_file():
+        data = json.loads(meta.read_text())
+        if data.get("key") == key:
+            return Conversation(wav, tuple(TrueTurn(**t) for t in data["turns"]), data["duration"])
+    pieces = [np.zeros(int(lead_in * SAMPLE_RATE), dtype=np.float32)]
+    turns: list[TrueTurn] = []
+    t = lead_in
+    with tempfile.TemporaryDirectory() as tmp:
+        for line in lines:
+            clip = _speak(line.text, VOICES[line.speaker], Path(tmp))
+            clip = _trim(clip)
+            pieces.append(clip)
+            turns.append(TrueTurn(line.speaker, round(t, 3), round(t + len(clip) / SAMPLE_RATE, 3), line.text))
+            t += len(clip) / SAMPLE_RATE
+            gap = np.zeros(int(line.pause_after * SAMPLE_RATE), dtype=np.float32)
+            pieces.append(gap)
+            t += len(gap) / SAMPLE_RATE
+    audio = np.concatenate(pieces)
+    audio = 0.8 * audio / max(1e-6, float(np.abs(audio).max()))
+    sf.write(str(wav), audio, SAMPLE_RATE, subtype="PCM_16")
+    duration = round(len(audio) / SAMPLE_RATE, 3)
+    meta.write_text(json.dumps({"key": key, "duration": duration, "turns": [asdict(x) for x in turns]}, indent=1))
+    return Conversation(wav, tuple(turns), duration)
+
+
+def _trim(clip: np.ndarray, threshold: float = 0.01) -> np.ndarray:
+    """Cut leading/trailing near-silence that festival adds, so the true turn times are the spoken times."""
+    loud = np.flatnonzero(np.abs(clip) > threshold * max(1e-6, float(np.abs(clip).max())))
+    if loud.size == 0:
+        return clip
+    return clip[max(0, loud[0] - 80) : loud[-1] + 80]
+
+
+# ------------------------------------------------------------------------------------------------ scripts
+MEETING = [
+    Line("A", "Good morning everyone, thanks for joining the call today."),
+    Line("B", "Morning. Happy to be here."),
+    Line("A", "Let us start with the budget review for the third quarter."),
+    Line("B", "Okay.", 0.5),
+    Line("A", "Revenue grew by twelve percent, while costs stayed flat."),
+    Line("B", "That is great news. What about the marketing spend?"),
+    Line("A", "Marketing went up slightly, because of the new campaign."),
+    Line("B", "Right, I remember that. The campaign brought in many new customers.", 0.8),
+    Line("A", "Exactly. So next quarter we want to hire two more engineers."),
+    Line("B", "Sounds good. Let us meet on Thursday to finalise the plan."),
+]
+
+_SENTENCES_A = [
+    "The project started in the spring with a small team of four people.",
+    "We moved the servers to a new data centre last month.",
+    "Our customers asked for faster delivery and better support.",
+    "I think the new design is much easier to use.",
+    "The report will be ready by the end of the week.",
+    "We should test the system before the release.",
+    "Last year the company opened an office in the north.",
+    "The training session went well and everyone learned a lot.",
+    "I will send the numbers to the whole team tomorrow morning.",
+    "The weather was terrible, so the flight was delayed by two hours.",
+    "We need a clear plan for the next six months.",
+    "The budget for travel is smaller than last year.",
+]
+_SENTENCES_B = [
+    "That makes sense to me.",
+    "How many people are working on it now?",
+    "I agree, the old version was confusing.",
+    "Can you share the slides after the meeting?",
+    "We had a similar problem with the database.",
+    "What did the customers say about the price?",
+    "I can help with the testing if you need me.",
+    "Let us keep the meeting short today.",
+    "The new office looks very nice in the photos.",
+    "Who is responsible for the documentation?",
+    "I will book a room for the workshop.",
+    "Please remind me to call the supplier.",
+]
+_BACKCHANNELS = ["Uh huh.", "Right.", "Okay.", "Yes.", "I see."]
+
+
+def long_conversation(n_lines: int, seed: int = 0, backchannel_every: int = 5) -> list[Line]:
+    """A deterministic two-speaker script of ``n_lines`` turns: long statements, questions, back-channels."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n_lines):
+        speaker = "A" if i % 2 == 0 else "B"
+        if speaker == "B" and backchannel_every and i % backchannel_every == 3:
+            text = rng.choice(_BACKCHANNELS)
+        else:
+            pool = _SENTENCES_A if speaker == "A" else _SENTENCES_B
+            text = rng.choice(pool)
+            if speaker == "A" and rng.random() < 0.5:
+                text += " " + rng.choice(_SENTENCES_A)
+        lines.append(Line(speaker, text, round(rng.uniform(0.4, 1.2), 2)))
+    return lines

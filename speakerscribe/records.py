@@ -1,0 +1,103 @@
+"""Typed records passed between stages. Times are float seconds from the start of the audio."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True, slots=True)
+class Waveform:
+    """Decoded audio: float32 mono samples at ``sample_rate`` (always 16 kHz inside the pipeline)."""
+
+    samples: np.ndarray
+    sample_rate: int = SAMPLE_RATE
+
+    @property
+    def duration(self) -> float:
+        return len(self.samples) / self.sample_rate
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A half-open time interval [start, end)."""
+
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """A word as Whisper spells it, leading space included (" Hello"); joining words rebuilds the text."""
+
+    text: str
+    start: float
+    end: float
+    probability: float | None = None
+    speaker: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One transcript segment as Whisper timestamps it; ``words`` when word timestamps were asked for."""
+
+    start: float
+    end: float
+    text: str
+    words: tuple[Word, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakerTurn:
+    start: float
+    end: float
+    speaker: str
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    chunks: tuple[Chunk, ...]
+    language: str | None = None
+    language_probability: float | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(c.text for c in self.chunks)
+
+
+@dataclass(frozen=True, slots=True)
+class Diarization:
+    """Speaker turns; ``exclusive`` has no overlapping turns (one speaker at a time), ``turns`` may overlap."""
+
+    turns: tuple[SpeakerTurn, ...]
+    exclusive: tuple[SpeakerTurn, ...]
+
+    @property
+    def speakers(self) -> tuple[str, ...]:
+        return tuple(sorted({t.speaker for t in self.turns}))
+
+
+@dataclass(frozen=True, slots=True)
+class Utterance:
+    """A piece of transcript attributed to one speaker."""
+
+    speaker: str
+    start: float
+    end: float
+    text: str
+    words: tuple[Word, ...] = ()
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one request produced, before serialisation."""
+
+    transcript: Transcript
+    duration: float
+    utterances: tuple[Utterance, ...] = ()
+    diarization: Diarization | None = None
+    warnings: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)

@@ -1,0 +1,87 @@
+"""Device, precision and attention choices, and the process-wide switches, made explicitly in one place.
+
+Process-wide side effects this package makes, all here:
+
+* ``PYANNOTE_METRICS_ENABLED=false`` unless the deployer set it: pyannote.audio 4 otherwise sends telemetry.
+* TF32 matmul: pyannote turns it OFF process-wide on every CUDA pipeline call. :func:`tf32_guard` restores the
+  setting the deployer chose (``ALLOW_TF32``) once diarization returns, so Whisper's speed does not depend on
+  whether the previous request was diarized.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Placement:
+    device: str  # "cpu", "cuda", "cuda:1", "mps"
+    dtype_name: str  # "float32", "float16", "bfloat16"
+    attn_implementation: str  # "sdpa", "eager", "flash_attention_2"
+
+    @property
+    def dtype(self):
+        import torch
+
+        return getattr(torch, self.dtype_name)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+
+def torch_version_at_least(major: int, minor: int) -> bool:
+    import torch
+
+    parts = torch.__version__.split("+")[0].split(".")
+    return (int(parts[0]), int(parts[1])) >= (major, minor)
+
+
+def resolve_placement(device: str = "auto", dtype: str = "auto", attention: str = "auto") -> Placement:
+    """Turn the ``DEVICE``/``TORCH_DTYPE``/``ATTN_IMPLEMENTATION`` settings into concrete choices.
+
+    auto device: CUDA when available, else CPU. auto dtype: bfloat16 on GPUs that support it, float16 on other
+    GPUs, float32 on CPU. auto attention: SDPA on PyTorch >= 2.2 (it dispatches to flash attention kernels on
+    recent GPUs), eager before.
+    """
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"DEVICE={device} but CUDA is not available on this machine")
+    if dtype == "auto":
+        if device.startswith("cuda"):
+            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            dtype = "float32"
+    if attention == "auto":
+        attention = "sdpa" if torch_version_at_least(2, 2) else "eager"
+    return Placement(device=device, dtype_name=dtype, attn_implementation=attention)
+
+
+def configure_pyannote_environment() -> None:
+    """Opt out of pyannote.audio's telemetry unless the deployer decided otherwise. Call before importing it."""
+    os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
+
+
+def apply_tf32(allow: bool) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = allow
+        torch.backends.cudnn.allow_tf32 = allow
+
+
+@contextmanager
+def tf32_guard(allow: bool):
+    """Run a block (a pyannote call) and put the TF32 setting back to ``allow`` afterwards."""
+    try:
+        yield
+    finally:
+        apply_tf32(allow)

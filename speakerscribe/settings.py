@@ -1,0 +1,138 @@
+"""Deployment settings (environment variables) and per-request parameters, validated once.
+
+``ModelSettings`` is read from the environment when a handler is built, never at import. ``InferenceConfig`` is the
+``parameters`` object of a request: the original handler's names and defaults, plus additive options. Unknown
+names are an error that lists the valid ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .diarize import MAX_SPEAKERS, check_speaker_counts
+from .errors import InputError
+
+DEFAULT_ASR_MODEL = "openai/whisper-large-v3"
+
+
+class ModelSettings(BaseSettings):
+    """Environment variables (case-insensitive). ``HF_TOKEN`` is a secret: it never appears in a repr or log."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False, hide_input_in_errors=True)
+
+    asr_model: str | None = Field(None, description="Whisper checkpoint: Hub id or local folder")
+    assistant_model: str | None = Field(None, description="draft model for speculative decoding")
+    diarization_model: str | None = Field(None, description="pyannote pipeline: Hub id or local folder")
+    hf_token: SecretStr | None = Field(None, description="token for gated/private models")
+    device: str = Field("auto", description="auto | cpu | cuda | cuda:N | mps")
+    torch_dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
+    vad: Literal["silero", "none"] = Field("silero", description="speech activity gate before Whisper")
+    max_new_tokens: int | None = Field(None, ge=1, le=448, description="cap on tokens per 30 s window")
+    allow_tf32: bool = Field(True, description="TF32 matmul on Ampere+ GPUs (restored after pyannote calls)")
+    max_audio_seconds: float = Field(4 * 3600.0, gt=0, description="longest accepted audio")
+
+    @field_validator("asr_model", "assistant_model", "diarization_model", "hf_token", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        value = value.strip().lower()
+        head = value.split(":")[0]
+        if head not in {"auto", "cpu", "cuda", "mps"} or (":" in value and not value.split(":")[1].isdigit()):
+            raise ValueError("DEVICE must be auto, cpu, cuda, cuda:N or mps")
+        return value
+
+    def token(self) -> str | None:
+        return self.hf_token.get_secret_value() if self.hf_token else None
+
+
+class InferenceConfig(BaseModel):
+    """The request's ``parameters``. Names and defaults of the original handler come first."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task: Literal["transcribe", "translate"] = "transcribe"
+    batch_size: int = Field(24, ge=1, le=256, description="windows decoded together")
+    assisted: bool | Literal["auto"] = Field(
+        False, description="speculative decoding with the draft model (batch 1); 'auto' uses it on single-window audio"
+    )
+    chunk_length_s: float = Field(30, gt=0, le=30, description="longest window sent to Whisper, seconds")
+    sampling_rate: int = Field(16000, ge=1000, le=384000, description="rate of `inputs` given as a sample list")
+    language: str | None = Field(None, description="force a language (ISO-639-1 code or name); null detects")
+    num_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
+    min_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
+    max_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
+    return_timestamps: Literal["chunk", "word"] = Field("chunk", description="speaker attribution granularity")
+    group_by_speaker: bool = Field(False, description="merge consecutive entries of one speaker")
+    vad_filter: bool = Field(True, description="skip non-speech audio (when the deployment has a VAD)")
+
+    @field_validator("return_timestamps", mode="before")
+    @classmethod
+    def _timestamps(cls, value: Any) -> Any:
+        if value is True or (isinstance(value, str) and value.lower() in {"true", "segment", "chunk"}):
+            return "chunk"
+        if isinstance(value, str) and value.lower() == "word":
+            return "word"
+        return value
+
+    @field_validator("language", mode="before")
+    @classmethod
+    def _language(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in {"", "auto", "none", "null"}:
+            return None
+        return value
+
+    @model_validator(mode="after")
+    def _speakers(self) -> InferenceConfig:
+        try:
+            check_speaker_counts(self.num_speakers, self.min_speakers, self.max_speakers)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        if self.assisted is True and self.batch_size != 1 and "batch_size" in self.model_fields_set:
+            raise ValueError(
+                f"`assisted: true` decodes one window at a time, so `batch_size` must be 1 (got {self.batch_size}); "
+                "omit `batch_size`, or use `assisted: 'auto'`"
+            )
+        return self
+
+    @property
+    def word_timestamps(self) -> bool:
+        return self.return_timestamps == "word"
+
+
+VALID_PARAMETERS = tuple(InferenceConfig.model_fields)
+
+
+def parse_parameters(parameters: Any) -> InferenceConfig:
+    """``parameters`` of a request -> InferenceConfig, or InputError with every problem spelled out."""
+    if parameters is None:
+        parameters = {}
+    if not isinstance(parameters, dict):
+        raise InputError(f"`parameters` must be a JSON object, got {type(parameters).__name__}")
+    unknown = sorted(set(parameters) - set(VALID_PARAMETERS))
+    if unknown:
+        raise InputError(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)}; "
+            f"valid parameters: {', '.join(VALID_PARAMETERS)}"
+        )
+    try:
+        return InferenceConfig.model_validate(parameters)
+    except ValidationError as exc:
+        raise InputError("invalid parameters: " + "; ".join(_describe(e) for e in exc.errors())) from None
+
+
+def _describe(error: dict) -> str:
+    where = ".".join(str(p) for p in error.get("loc", ()))
+    msg = error.get("msg", "invalid value").removeprefix("Value error, ")
+    if "input" in error and where:
+        return f"`{where}`: {msg} (got {error['input']!r})"
+    return msg

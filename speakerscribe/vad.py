@@ -1,0 +1,128 @@
+"""Speech activity detection with Silero VAD, batched over time, and the speech regions it implies.
+
+Whisper invents text on silence and noise ("Thank you for watching"), so only regions with speech are sent to it.
+Silero's model is stateful (an LSTM over 32 ms frames) and is normally run frame by frame, which costs about a
+minute per hour of audio. Here the audio is cut into ``streams`` equal parts that run as one batch, each part
+preceded by ``warmup_s`` of the audio before it so that its state is warm where its own frames start.
+
+The TorchScript file is loaded straight from the ``silero-vad`` package's data folder, without importing the
+package: its ``__init__`` calls ``torch.set_num_threads(1)``, which would slow every other model in the process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ModelLoadError
+from .records import SAMPLE_RATE, Span
+
+logger = logging.getLogger(__name__)
+
+FRAME = 512  # samples per Silero frame at 16 kHz (32 ms)
+FRAME_S = FRAME / SAMPLE_RATE
+
+
+@dataclass(frozen=True)
+class VadOptions:
+    """Thresholds on the per-frame speech probability and the shaping of regions (seconds)."""
+
+    threshold: float = 0.5
+    neg_threshold: float = 0.35
+    min_speech_s: float = 0.25
+    min_silence_s: float = 0.5
+    pad_s: float = 0.2
+
+
+def silero_jit_path() -> Path:
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "speech activity detection needs the `silero-vad` package (pip install silero-vad), "
+            "or set VAD=none to send all audio to Whisper"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "silero_vad.jit"
+    if not path.is_file():
+        raise ModelLoadError(f"silero-vad is installed but {path} is missing")
+    return path
+
+
+class SileroVAD:
+    """Frame-level speech probabilities for a whole 16 kHz waveform, computed in parallel streams."""
+
+    def __init__(self, streams: int = 64, warmup_s: float = 1.0):
+        import torch
+
+        self._torch = torch
+        try:
+            self.model = torch.jit.load(str(silero_jit_path()), map_location="cpu").eval()
+        except ModelLoadError:
+            raise
+        except Exception as exc:  # a corrupt or incompatible TorchScript file
+            raise ModelLoadError(f"could not load the Silero VAD model: {exc}") from exc
+        self.streams = streams
+        self.warmup_frames = int(round(warmup_s / FRAME_S))
+        self._lock = threading.Lock()  # the model object holds recurrent state between calls
+
+    def probabilities(self, samples: np.ndarray) -> np.ndarray:
+        """(n,) float32 at 16 kHz -> (ceil(n / 512),) speech probability per 32 ms frame."""
+        torch = self._torch
+        n_frames = -(-len(samples) // FRAME)
+        if n_frames == 0:
+            return np.zeros(0, dtype=np.float32)
+        padded = np.zeros(n_frames * FRAME, dtype=np.float32)
+        padded[: len(samples)] = samples
+        frames = padded.reshape(n_frames, FRAME)
+        n_streams = max(1, min(self.streams, n_frames // max(1, 4 * self.warmup_frames)))
+        per_stream = -(-n_frames // n_streams)
+        warm = self.warmup_frames if n_streams > 1 else 0
+        steps = per_stream + warm
+        # batch[s, k] is frame (s * per_stream - warm + k); frames before 0 or past the end are silence.
+        index = np.arange(n_streams)[:, None] * per_stream - warm + np.arange(steps)[None, :]
+        valid = (index >= 0) & (index < n_frames)
+        batch = np.where(valid[..., None], frames[np.clip(index, 0, n_frames - 1)], 0.0).astype(np.float32)
+        out = np.empty((n_streams, steps), dtype=np.float32)
+        with self._lock, torch.inference_mode():
+            self.model.reset_states()
+            x = torch.from_numpy(batch)
+            for k in range(steps):
+                out[:, k] = self.model(x[:, k], SAMPLE_RATE).reshape(-1).numpy()
+            self.model.reset_states()
+        probs = out[:, warm:].reshape(-1)[:n_frames]
+        return probs
+
+
+def speech_regions(probs: np.ndarray, duration: float, opts: VadOptions = VadOptions()) -> list[Span]:
+    """Hysteresis on frame probabilities -> padded, merged speech regions in seconds, clipped to the audio.
+
+    A region is a run of frames with p >= ``neg_threshold`` that holds at least one frame with p >= ``threshold``.
+    Regions shorter than ``min_speech_s`` are dropped, gaps shorter than ``min_silence_s`` are closed, and each
+    region is padded by ``pad_s`` on both sides.
+    """
+    if probs.size == 0:
+        return []
+    low = probs >= opts.neg_threshold
+    edges = np.diff(np.concatenate([[0], low.astype(np.int8), [0]]))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1)
+    if starts.size == 0:
+        return []
+    peak = np.maximum.reduceat(probs, starts)
+    keep = peak >= opts.threshold
+    starts, ends = starts[keep] * FRAME_S, ends[keep] * FRAME_S
+    long_enough = (ends - starts) >= opts.min_speech_s
+    starts, ends = starts[long_enough], ends[long_enough]
+    if starts.size == 0:
+        return []
+    starts = np.maximum(starts - opts.pad_s, 0.0)
+    ends = np.minimum(ends + opts.pad_s, duration)
+    # Close short gaps (and overlaps made by padding): a new region starts only after a long enough silence.
+    new_region = np.concatenate([[True], starts[1:] - ends[:-1] >= opts.min_silence_s])
+    merged_starts = starts[new_region]
+    merged_ends = np.maximum.reduceat(ends, np.flatnonzero(new_region))
+    return [Span(float(s), float(e)) for s, e in zip(merged_starts, merged_ends) if e > s]

@@ -1,0 +1,115 @@
+"""Audio in, once: every accepted container decodes to 16 kHz mono, and bad input says what is accepted."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+from audio_helpers import FORMATS, dominant_frequency, encode, tone, wav_bytes
+
+from speakerscribe.audio import audio_bytes_from_inputs, decode_audio, load_inputs
+from speakerscribe.errors import InputError
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_every_supported_container_decodes_to_16k_mono(name):
+    container, codec, rate = FORMATS[name]
+    data = encode(tone(440, 2.0, rate)[None, :], container, codec, rate)
+    waveform, native = decode_audio(data)
+    assert native == rate
+    assert waveform.sample_rate == 16000 and waveform.samples.dtype == np.float32 and waveform.samples.ndim == 1
+    assert waveform.duration == pytest.approx(2.0, abs=0.1)  # AAC/MP3/Opus add priming and padding frames
+    mid = waveform.samples[4000:28000]
+    assert dominant_frequency(mid, 16000) == pytest.approx(440, abs=3)
+    assert np.sqrt(np.mean(mid**2)) == pytest.approx(0.5 / np.sqrt(2), rel=0.1)
+
+
+def test_stereo_is_downmixed_by_averaging_channels():
+    rate = 44100
+    left = tone(440, 1.0, rate)
+    same, _ = decode_audio(encode(np.stack([left, left]), "wav", "pcm_s16le", rate))
+    assert np.sqrt(np.mean(same.samples[2000:14000] ** 2)) == pytest.approx(0.5 / np.sqrt(2), rel=0.02)
+    opposite, _ = decode_audio(encode(np.stack([left, -left]), "wav", "pcm_s16le", rate))
+    assert np.abs(opposite.samples).max() < 1e-3
+    one_side, _ = decode_audio(encode(np.stack([left, np.zeros_like(left)]), "flac", "flac", rate))
+    assert np.sqrt(np.mean(one_side.samples[2000:14000] ** 2)) == pytest.approx(0.25 / np.sqrt(2), rel=0.02)
+
+
+def test_resampling_keeps_the_signal():
+    waveform, native = decode_audio(encode(tone(1000, 1.0, 8000)[None, :], "wav", "pcm_s16le", 8000))
+    assert native == 8000 and len(waveform.samples) == 16000
+    assert dominant_frequency(waveform.samples, 16000) == pytest.approx(1000, abs=2)
+
+
+def test_raw_bytes_base64_string_base64_bytes_and_data_uri_are_the_same_audio():
+    data = wav_bytes(tone(300, 0.5, 16000))
+    b64 = base64.b64encode(data)
+    forms = [
+        data,
+        b64.decode(),
+        b64,
+        "data:audio/wav;base64," + b64.decode(),
+        base64.urlsafe_b64encode(data).decode().rstrip("="),
+    ]
+    decoded = [load_inputs(f)[0].samples for f in forms]
+    for d in decoded[1:]:
+        np.testing.assert_array_equal(d, decoded[0])
+
+
+def test_sample_list_inputs_use_sampling_rate():
+    w, rate = load_inputs(tone(200, 1.0, 8000).tolist(), 8000)
+    assert rate == 8000 and len(w.samples) == 16000
+
+
+@pytest.mark.parametrize(
+    "inputs, needle",
+    [
+        (b"", "empty"),
+        ("", "empty"),
+        ("this is not base64!", "not valid base64"),
+        (base64.b64encode(b"definitely not audio, just text").decode(), "could not decode"),
+        (b"\x00\x01\x02garbage" * 10, "could not decode"),
+        (None, "missing"),
+        (12, "type int"),
+        ({"array": [0.1]}, "object"),
+        ([], "empty sample list"),
+        ([[0.1, 0.2]], "one-dimensional"),
+        ([0.1, float("nan")], "NaN"),
+        (["a", "b"], "numbers"),
+    ],
+)
+def test_bad_inputs_raise_input_error_naming_what_is_accepted(inputs, needle):
+    with pytest.raises(InputError) as err:
+        load_inputs(inputs)
+    msg = str(err.value)
+    assert needle in msg
+    assert "accepted" in msg.lower() or "inputs" in msg or "base64" in msg
+
+
+def test_undecodable_error_lists_accepted_formats():
+    with pytest.raises(InputError, match="wav, flac, mp3"):
+        decode_audio(b"RIFF\x00\x00\x00\x00WAVEjunkjunk")
+
+
+def test_truncated_file_keeps_what_decodes():
+    data = encode(tone(440, 2.0, 44100)[None, :], "mp3", "libmp3lame", 44100)
+    waveform, _ = decode_audio(data[: len(data) // 2])
+    assert 0.5 < waveform.duration < 1.5
+
+
+def test_container_without_samples_is_empty_audio_not_an_error():
+    import io
+
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, np.zeros(0, dtype=np.float32), 16000, format="WAV", subtype="PCM_16")
+    waveform, _ = decode_audio(buf.getvalue())
+    assert waveform.duration == 0
+
+
+def test_pure_base64_text_bytes_are_decoded_but_real_audio_bytes_are_not():
+    data = wav_bytes(tone(300, 0.2, 16000))
+    assert audio_bytes_from_inputs(data) == data
+    assert audio_bytes_from_inputs(base64.b64encode(data)) == data

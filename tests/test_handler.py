@@ -1,0 +1,251 @@
+"""The handler as the Endpoints runtime loads and calls it, with tiny random models (plumbing, not accuracy)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+
+import numpy as np
+import pytest
+from audio_helpers import tone, wav_bytes
+from conftest import REPO, make_handler
+
+from speakerscribe.errors import InputError, ModelLoadError
+
+RATE = 16000
+
+
+def speechlike(seconds: float, seed: int = 0) -> np.ndarray:
+    """Amplitude-modulated harmonic tones: not speech, but audio with structure for plumbing tests."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * RATE)) / RATE
+    f0 = 120 + 40 * np.sin(2 * np.pi * 0.3 * t)
+    x = sum(np.sin(2 * np.pi * k * np.cumsum(f0) / RATE) / k for k in range(1, 6))
+    env = (np.sin(2 * np.pi * 2.5 * t) > -0.3).astype(np.float32)
+    return (0.3 * x * env + 0.01 * rng.normal(size=t.size)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def clip() -> bytes:
+    return wav_bytes(speechlike(12.0))
+
+
+def body(audio: bytes, **params):
+    return {"inputs": base64.b64encode(audio).decode(), "parameters": params}
+
+
+def assert_original_shape(response: dict, duration: float):
+    assert {"speakers", "chunks", "text"} <= set(response)
+    json.dumps(response)  # plain JSON types only
+    for c in response["chunks"]:
+        assert set(c) >= {"timestamp", "text"}
+        s, e = c["timestamp"]
+        assert isinstance(s, float) and isinstance(e, float) and 0 <= s <= e <= duration + 1e-6
+    for u in response["speakers"]:
+        assert set(u) >= {"speaker", "timestamp", "text"} and u["speaker"].startswith("SPEAKER_")
+    starts = [c["timestamp"][0] for c in response["chunks"]]
+    assert starts == sorted(starts)
+    assert response["text"] == "".join(c["text"] for c in response["chunks"])
+
+
+def test_base64_and_raw_bytes_give_the_same_response(random_handler, clip):
+    a = random_handler(body(clip, vad_filter=False))
+    b = random_handler({"inputs": clip, "parameters": {"vad_filter": False}})
+    assert_original_shape(a, 12.0)
+    assert a["chunks"] == b["chunks"] and a["speakers"] == b["speakers"]
+    assert a["chunks"], "the random model should emit some text for 12 s of audio with the VAD off"
+    assert a["duration"] == pytest.approx(12.0)
+    assert [u["text"] for u in a["speakers"]] == [c["text"] for c in a["chunks"]]
+
+
+def test_body_without_parameters_uses_defaults(random_handler, clip):
+    out = random_handler({"inputs": base64.b64encode(clip).decode()})
+    assert_original_shape(out, 12.0)
+
+
+def test_silence_gives_an_empty_result_not_an_error(random_handler):
+    out = random_handler(body(wav_bytes(np.zeros(5 * RATE, dtype=np.float32))))
+    assert out["speakers"] == [] and out["chunks"] == [] and out["text"] == ""
+    assert out["duration"] == pytest.approx(5.0)
+
+
+def test_zero_length_audio_gives_an_empty_result(random_handler):
+    import io
+
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, np.zeros(0, dtype=np.float32), RATE, format="WAV", subtype="PCM_16")
+    out = random_handler(body(buf.getvalue()))
+    assert out["chunks"] == [] and out["speakers"] == [] and out["duration"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "data, needle",
+    [
+        ({"inputs": ""}, "empty"),
+        ({"inputs": "%%%not base64%%%"}, "base64"),
+        ({"inputs": base64.b64encode(b"hello world, not audio").decode()}, "could not decode"),
+        ({"parameters": {}}, "no `inputs`"),
+        ({"inputs": "AAAA", "parameters": {"beam_size": 4}}, "unknown parameter 'beam_size'"),
+        ({"inputs": "AAAA", "params": {}}, "unknown top-level"),
+        ("just a string", "JSON object"),
+    ],
+)
+def test_bad_requests_raise_input_error(random_handler, data, needle):
+    with pytest.raises(InputError) as err:
+        random_handler(data)
+    assert needle in str(err.value)
+
+
+def test_assisted_with_batch_size_above_one_is_rejected(random_handler, clip):
+    with pytest.raises(InputError, match="batch_size"):
+        random_handler(body(clip, assisted=True, batch_size=4))
+
+
+def test_speculative_decoding_gives_exactly_the_greedy_output(random_handler, clip):
+    plain = random_handler(body(clip, vad_filter=False, chunk_length_s=5, batch_size=1))
+    assisted = random_handler(body(clip, vad_filter=False, chunk_length_s=5, assisted=True))
+    assert len(plain["chunks"]) >= 2
+    assert assisted["chunks"] == plain["chunks"]
+
+
+def test_assisted_auto_runs_and_matches(random_handler, clip):
+    auto = random_handler(body(clip, vad_filter=False, assisted="auto", batch_size=1))
+    plain = random_handler(body(clip, vad_filter=False, batch_size=1))
+    assert auto["chunks"] == plain["chunks"]
+
+
+def test_same_waveform_feeds_whisper_and_the_diarizer_at_16k(random_handler, clip):
+    transcriber = random_handler.transcriber
+    seen = {}
+    asr, diarizer = transcriber.models.asr, transcriber.models.diarizer
+    real_transcribe, real_pipeline = asr.transcribe, diarizer.pipeline
+
+    def spy_transcribe(waveform, windows, opts):
+        seen["asr"] = waveform
+        return real_transcribe(waveform, windows, opts)
+
+    def spy_pipeline(audio, **kwargs):
+        seen["rate"] = audio["sample_rate"]
+        seen["diar"] = audio["waveform"]
+        seen["kwargs"] = kwargs
+        return real_pipeline(audio, **kwargs)
+
+    asr.transcribe, diarizer.pipeline = spy_transcribe, spy_pipeline
+    try:
+        out = random_handler(body(clip, vad_filter=False, sampling_rate=8000, min_speakers=1, max_speakers=2))
+    finally:
+        asr.transcribe, diarizer.pipeline = real_transcribe, real_pipeline
+    assert seen["rate"] == 16000  # the original told pyannote the request's sampling_rate
+    np.testing.assert_array_equal(seen["diar"][0].numpy(), seen["asr"].samples)
+    assert seen["kwargs"] == {"num_speakers": None, "min_speakers": 1, "max_speakers": 2}
+    assert any("sampling_rate=8000 was not used" in w for w in out["warnings"])
+
+
+def test_diarization_failure_keeps_the_transcript(random_handler, clip):
+    diarizer = random_handler.transcriber.models.diarizer
+    real = diarizer.pipeline
+
+    def broken(audio, **kwargs):
+        raise RuntimeError("segmentation exploded")
+
+    diarizer.pipeline = broken
+    try:
+        out = random_handler(body(clip, vad_filter=False))
+    finally:
+        diarizer.pipeline = real
+    reference = random_handler(body(clip, vad_filter=False))
+    assert out["chunks"] == reference["chunks"] and out["text"] == reference["text"]
+    assert out["speakers"] == []
+    assert any("diarization failed" in w and "segmentation exploded" in w for w in out["warnings"])
+
+
+def test_word_timestamps_and_grouping(random_handler, clip):
+    out = random_handler(body(clip, vad_filter=False, return_timestamps="word", group_by_speaker=True))
+    assert_original_shape(out, 12.0)
+    words = [w for c in out["chunks"] for w in c["words"]]
+    assert words and all(0 <= w["start"] <= w["end"] <= 12.0 for w in words)
+    speakers = [u["speaker"] for u in out["speakers"]]
+    assert all(a != b for a, b in zip(speakers, speakers[1:]))  # grouped: no two consecutive entries alike
+
+
+def test_sample_list_input(random_handler):
+    samples = speechlike(3.0)[::2]  # 8 kHz
+    out = random_handler({"inputs": samples.tolist(), "parameters": {"sampling_rate": 8000, "vad_filter": False}})
+    assert out["duration"] == pytest.approx(3.0, abs=0.01)
+
+
+@pytest.fixture(scope="module")
+def plain_handler(random_models):
+    """Multilingual random Whisper, no draft model, no diarizer."""
+    return make_handler(ASR_MODEL=str(random_models.whisper_ml), MAX_NEW_TOKENS="8")
+
+
+def test_assisted_without_a_draft_model_is_an_error(plain_handler, clip):
+    with pytest.raises(InputError, match="ASSISTANT_MODEL"):
+        plain_handler(body(clip, assisted=True))
+
+
+def test_speaker_counts_without_a_diarizer_warn_instead_of_failing(plain_handler, clip):
+    out = plain_handler(body(clip, num_speakers=2, vad_filter=False))
+    assert out["speakers"] == []
+    assert any("no diarization model" in w for w in out["warnings"])
+
+
+def test_language_is_detected_and_can_be_forced(plain_handler, clip):
+    detected = plain_handler(body(clip, vad_filter=False))
+    assert detected["language"] in {"en", "de", "fr", "es"}
+    assert 0 < detected["language_probability"] <= 1
+    forced = plain_handler(body(clip, vad_filter=False, language="German"))
+    assert forced["language"] == "de" and forced["language_probability"] is None
+    with pytest.raises(InputError, match="not supported"):
+        plain_handler(body(clip, language="ja"))
+    with pytest.raises(InputError, match="unknown language"):
+        plain_handler(body(clip, language="klingon"))
+
+
+def test_translate_needs_a_multilingual_model(random_handler, plain_handler, clip):
+    with pytest.raises(InputError, match="English-only"):
+        random_handler(body(clip, task="translate"))
+    out = plain_handler(body(clip, task="translate", vad_filter=False))
+    assert_original_shape(out, 12.0)
+
+
+def test_repository_folder_is_the_default_asr_model(random_models, clip):
+    handler = make_handler(path=random_models.whisper_en, MAX_NEW_TOKENS="4")
+    assert handler.transcriber.models.asr.model.config.d_model == 64
+    assert_original_shape(handler(body(clip, vad_filter=False)), 12.0)
+
+
+def test_missing_model_is_a_clear_load_error(tmp_path):
+    with pytest.raises(ModelLoadError, match="ASR_MODEL"):
+        make_handler(ASR_MODEL=str(tmp_path / "no-such-model"))
+
+
+def test_token_never_logged(random_models, caplog):
+    caplog.set_level(logging.DEBUG)
+    handler = make_handler(ASR_MODEL=str(random_models.whisper_en), HF_TOKEN="hf_do_not_print_me", MAX_NEW_TOKENS="4")
+    handler(body(wav_bytes(tone(300, 1.0, RATE)), vad_filter=False))
+    assert "hf_do_not_print_me" not in caplog.text
+    assert "hf_do_not_print_me" not in repr(handler.settings)
+
+
+def test_handler_module_imports_nothing_heavy_and_reads_no_settings_at_import():
+    import subprocess
+    import sys
+
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO)!r}); import handler, config, diarization_utils; "
+        "print(int('torch' in sys.modules), int('pyannote.audio' in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "ASR_MODEL": ""},
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "0"]

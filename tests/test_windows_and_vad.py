@@ -1,0 +1,65 @@
+"""Speech regions and the windows Whisper decodes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from speakerscribe.records import Span
+from speakerscribe.vad import FRAME_S, VadOptions, speech_regions
+from speakerscribe.windows import plan_windows, quietest_cut
+
+
+def probs_from(spec, total_s):
+    p = np.zeros(int(total_s / FRAME_S))
+    for s, e, v in spec:
+        p[int(s / FRAME_S) : int(e / FRAME_S)] = v
+    return p
+
+
+def test_hysteresis_padding_and_gap_closing():
+    p = probs_from([(1, 2, 0.9), (2, 2.3, 0.4), (2.6, 3, 0.9), (5, 5.1, 0.9), (7, 7.5, 0.4), (9, 10, 0.8)], 12)
+    opts = VadOptions(threshold=0.5, neg_threshold=0.35, min_speech_s=0.25, min_silence_s=0.5, pad_s=0.2)
+    regions = speech_regions(p, 12.0, opts)
+    # 1-2.3 (0.4 continues the run) and 2.6-3 merge (gap 0.3 < 0.5 after padding); 5-5.1 is too short;
+    # 7-7.5 never reaches the threshold; 9-10 stands alone
+    got = [(r.start, r.end) for r in regions]
+    assert len(got) == 2
+    for (a, b), (ea, eb) in zip(got, [(0.8, 3.2), (8.8, 10.2)]):
+        assert a == pytest.approx(ea, abs=FRAME_S) and b == pytest.approx(eb, abs=FRAME_S)
+
+
+def test_regions_are_clipped_to_the_audio():
+    p = probs_from([(0, 1, 0.9)], 1.0)
+    regions = speech_regions(p, 0.99)
+    assert regions[0].start == 0.0 and regions[0].end == pytest.approx(0.99)
+
+
+def test_no_speech_gives_no_regions():
+    assert speech_regions(np.zeros(100), 3.2) == [] and speech_regions(np.zeros(0), 0.0) == []
+
+
+def test_windows_pack_regions_without_exceeding_the_limit():
+    samples = np.random.default_rng(0).normal(size=16000 * 100).astype(np.float32)
+    regions = [Span(0, 5), Span(6, 12), Span(20, 29), Span(31, 95)]
+    windows = plan_windows(regions, samples, 30.0)
+    assert all(w.end - w.start <= 30.0 + 1e-9 for w in windows)
+    assert windows[0] == Span(0, 29)
+    # every region is covered, windows are ordered and disjoint
+    for r in regions:
+        covered = sum(max(0.0, min(w.end, r.end) - max(w.start, r.start)) for w in windows)
+        assert covered == pytest.approx(r.end - r.start)
+    assert all(a.end <= b.start for a, b in zip(windows, windows[1:]))
+
+
+def test_long_region_is_cut_at_the_quietest_point():
+    rate = 16000
+    samples = np.ones(rate * 40, dtype=np.float32)
+    samples[int(27.0 * rate) : int(27.1 * rate)] = 0.0  # a pause inside the search range
+    windows = plan_windows([Span(0, 40)], samples, 30.0)
+    assert 27.0 <= windows[0].end <= 27.1
+    assert windows[1].start == windows[0].end and windows[-1].end == 40
+
+
+def test_quietest_cut_on_an_empty_range_returns_the_limit():
+    assert quietest_cut(np.zeros(100, dtype=np.float32), 1.0, 1.0) == 1.0
