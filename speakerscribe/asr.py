@@ -28,7 +28,7 @@ from .alignment import capture_cross_attention, token_start_times
 from .errors import InputError, ModelLoadError, short_message
 from .languages import normalise_language
 from .records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform, Word
-from .runtime import Placement
+from .runtime import Placement, quiet_generation_warnings
 from .whisper_tokens import RawSegment, group_words, split_segments
 
 logger = logging.getLogger(__name__)
@@ -109,7 +109,6 @@ class WhisperEngine:
         token: str | None = None,
         max_new_tokens: int | None = None,
     ) -> WhisperEngine:
-        import torch
         from transformers import (
             AutoModelForCausalLM,
             AutoTokenizer,
@@ -137,7 +136,7 @@ class WhisperEngine:
                     f"ASR_MODEL has {model.config.vocab_size}: a draft model must share the tokenizer"
                 )
             assistant.to(placement.device).eval()
-        torch.set_grad_enabled(False)
+        quiet_generation_warnings()
         return cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens)
 
     # ------------------------------------------------------------------------------------------ capabilities
@@ -162,8 +161,14 @@ class WhisperEngine:
         return AsrOptions(**{**opts.__dict__, "language": language})
 
     # ------------------------------------------------------------------------------------------- inference
-    def transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions) -> Transcript:
+    def transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None) -> Transcript:
         """Decode ``windows`` of ``waveform``; returns chunks in time order with absolute times."""
+        import torch
+
+        with torch.inference_mode():
+            return self._transcribe(waveform, windows, opts, progress)
+
+    def _transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress) -> Transcript:
         if not windows:
             return Transcript(chunks=(), language=opts.language or (None if self.multilingual else "en"))
         language, language_prob = opts.language, None
@@ -178,6 +183,8 @@ class WhisperEngine:
             idx = order[b : b + step]
             for i, d in zip(idx, self._decode_batch(waveform, [windows[i] for i in idx], language, opts)):
                 decoded[i] = d
+            if progress is not None:
+                progress(len(decoded), len(windows))
         chunks: list[Chunk] = []
         for i in range(len(windows)):
             chunks.extend(self._chunks(decoded[i], waveform.duration, language, opts))
@@ -199,9 +206,10 @@ class WhisperEngine:
         import torch
 
         longest = sorted(windows, key=lambda w: w.end - w.start, reverse=True)[:DETECT_WINDOWS]
-        enc = self.encode(self.features(waveform, longest))
-        sot = torch.full((len(longest), 1), self.sot, device=self.placement.device, dtype=torch.long)
-        logits = self.model(encoder_outputs=enc, decoder_input_ids=sot, use_cache=False).logits[:, 0].float()
+        with torch.inference_mode():
+            enc = self.encode(self.features(waveform, longest))
+            sot = torch.full((len(longest), 1), self.sot, device=self.placement.device, dtype=torch.long)
+            logits = self.model(encoder_outputs=enc, decoder_input_ids=sot, use_cache=False).logits[:, 0].float()
         codes = list(self.lang_to_id)
         ids = torch.tensor([self.lang_to_id[c] for c in codes], device=logits.device)
         probs = torch.softmax(logits[:, ids], dim=-1).cpu().numpy()
@@ -215,24 +223,51 @@ class WhisperEngine:
             return [self.sot]
         return [self.sot, self.lang_to_id[language], int(self.task_to_id[task])]
 
-    def _generate_kwargs(self, language: str, opts: AsrOptions) -> dict:
-        kwargs: dict = {"return_timestamps": True}
-        if self.multilingual:
-            kwargs.update(language=language, task=opts.task)
-        if self.max_new_tokens:
-            kwargs["max_new_tokens"] = self.max_new_tokens
-        return kwargs
+    def generate(self, encoder_outputs, prompt: list[int], assistant=None):
+        """Greedy decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
+
+        Calls the generic ``GenerationMixin.generate`` with Whisper's timestamp rules as a logits processor
+        (timestamps in pairs, never decreasing, the first one within 1 s) and the model's suppressed tokens,
+        instead of Whisper's own ``generate``, whose long-form machinery <= 30 s windows do not need.
+        Returns (B, len(prompt) + new) token ids.
+        """
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList
+        from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
+        from transformers.generation.utils import GenerationMixin
+
+        gen = self.model.generation_config
+        batch = encoder_outputs.last_hidden_state.shape[0]
+        ids = torch.tensor([prompt], device=self.placement.device, dtype=torch.long).repeat(batch, 1)
+        limit = self.model.config.max_target_positions
+        new_tokens = min(self.max_new_tokens or limit, limit - len(prompt))
+        config = GenerationConfig(
+            decoder_start_token_id=self.sot,
+            eos_token_id=self.eos,
+            pad_token_id=self.eos,
+            bos_token_id=self.eos,
+            do_sample=False,
+            num_beams=1,
+            max_length=len(prompt) + new_tokens,
+            suppress_tokens=list(gen.suppress_tokens or []) or None,
+            begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
+        )
+        timestamps = WhisperTimeStampLogitsProcessor(gen, begin_index=len(prompt))
+        kwargs = {"assistant_model": assistant} if assistant is not None else {}
+        return GenerationMixin.generate(
+            self.model,
+            encoder_outputs=encoder_outputs,
+            decoder_input_ids=ids,
+            generation_config=config,
+            logits_processor=LogitsProcessorList([timestamps]),
+            **kwargs,
+        )
 
     def _decode_batch(self, waveform: Waveform, windows: list[Span], language: str, opts: AsrOptions) -> list[_Decoded]:
         enc = self.encode(self.features(waveform, windows))
-        kwargs = self._generate_kwargs(language, opts)
-        if opts.assisted:
-            sequences = [
-                self.model.generate(encoder_outputs=enc, assistant_model=self.assistant, **kwargs)[0] for _ in windows
-            ]
-        else:
-            sequences = list(self.model.generate(encoder_outputs=enc, **kwargs))
-        generated = [self._strip_prompt(s.tolist()) for s in sequences]
+        prompt = self.prompt_ids(language, opts.task)
+        sequences = self.generate(enc, prompt, self.assistant if opts.assisted else None)
+        generated = [self._strip_prompt(s.tolist()[len(prompt) :]) for s in sequences]
         out = [
             _Decoded(window=w, segments=split_segments(g, self.timestamp_begin, self.eos))
             for w, g in zip(windows, generated)

@@ -26,7 +26,8 @@ from .windows import plan_windows
 
 logger = logging.getLogger(__name__)
 
-StageHook = Callable[[str, float], None]
+StageHook = Callable[[str, float], None]  # (stage name, seconds) when a stage ends
+ProgressHook = Callable[[str, int, int], None]  # (stage name, units done, units in total)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,13 @@ class Transcriber:
             return [Span(0.0, waveform.duration)] if waveform.duration > 0 else []
         return speech_regions(self.models.vad.probabilities(waveform.samples), waveform.duration, self.vad_options)
 
-    def run(self, waveform: Waveform, cfg: InferenceConfig, hook: StageHook | None = None) -> Result:
+    def run(
+        self,
+        waveform: Waveform,
+        cfg: InferenceConfig,
+        hook: StageHook | None = None,
+        progress: ProgressHook | None = None,
+    ) -> Result:
         timings: dict[str, float] = {}
         warnings: list[str] = []
 
@@ -128,8 +135,11 @@ class Transcriber:
                 "(set DIARIZATION_MODEL)"
             )
 
+        report = progress or (lambda *_: None)
+        report("speech", 0, 1)
         with stage("vad"):
             regions = self.speech(waveform, cfg)
+        report("speech", 1, 1)
         windows = plan_windows(regions, waveform.samples, float(cfg.chunk_length_s))
         if cfg.assisted == "auto":
             opts = AsrOptions(
@@ -140,12 +150,16 @@ class Transcriber:
         if diarizer is not None and windows:
             future = self._pool.submit(self._diarize, waveform, cfg)
         with stage("asr"):
-            transcript = self._transcribe(waveform, windows, opts)
+            transcript = self._transcribe(
+                waveform, windows, opts, lambda done, total: report("transcribe", done, total)
+            )
         diarization = None
         if future is not None:
+            report("diarize", 0, 1)
             with stage("diarization_wait"):
                 diarization, seconds, error = future.result()
             timings["diarization"] = round(seconds, 4)
+            report("diarize", 1, 1)
             if error:
                 warnings.append(f"diarization failed ({error}); the transcript is complete but has no speakers")
         with stage("merge"):
@@ -165,7 +179,7 @@ class Transcriber:
             timings=timings,
         )
 
-    def _transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions) -> Transcript:
+    def _transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None) -> Transcript:
         """ASR with an automatic smaller batch on accelerator out-of-memory."""
         import torch
 
@@ -174,7 +188,7 @@ class Transcriber:
         while True:
             try:
                 return self.models.asr.transcribe(
-                    waveform, windows, AsrOptions(**{**opts.__dict__, "batch_size": batch})
+                    waveform, windows, AsrOptions(**{**opts.__dict__, "batch_size": batch}), progress
                 )
             except oom as exc:
                 torch.cuda.empty_cache()

@@ -3,6 +3,8 @@
 Process-wide side effects this package makes, all here:
 
 * ``PYANNOTE_METRICS_ENABLED=false`` unless the deployer set it: pyannote.audio 4 otherwise sends telemetry.
+* One transformers log message is filtered: "The attention mask is not set ..." - Whisper's padding token is its
+  end-of-text token and every decoded window starts from the same prompt, so there is no padding to mask.
 * TF32 matmul: pyannote turns it OFF process-wide on every CUDA pipeline call. :func:`tf32_guard` restores the
   setting the deployer chose (``ALLOW_TF32``) once diarization returns, so Whisper's speed does not depend on
   whether the previous request was diarized.
@@ -85,3 +87,24 @@ def tf32_guard(allow: bool):
         yield
     finally:
         apply_tf32(allow)
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, fragment: str):
+        super().__init__()
+        self.fragment = fragment
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.fragment not in record.getMessage()
+
+
+_QUIETED = False
+
+
+def quiet_generation_warnings() -> None:
+    """Filter the one spurious transformers warning our decoding triggers (see the module docstring)."""
+    global _QUIETED
+    if _QUIETED:
+        return
+    logging.getLogger("transformers.generation.utils").addFilter(_DropMessage("The attention mask is not set"))
+    _QUIETED = True

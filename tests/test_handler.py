@@ -123,9 +123,9 @@ def test_same_waveform_feeds_whisper_and_the_diarizer_at_16k(random_handler, cli
     asr, diarizer = transcriber.models.asr, transcriber.models.diarizer
     real_transcribe, real_pipeline = asr.transcribe, diarizer.pipeline
 
-    def spy_transcribe(waveform, windows, opts):
+    def spy_transcribe(waveform, *args, **kwargs):
         seen["asr"] = waveform
-        return real_transcribe(waveform, windows, opts)
+        return real_transcribe(waveform, *args, **kwargs)
 
     def spy_pipeline(audio, **kwargs):
         seen["rate"] = audio["sample_rate"]

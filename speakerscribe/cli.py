@@ -1,0 +1,159 @@
+"""Command line: transcribe and diarize audio files with the same parameters the endpoint takes.
+
+    python -m speakerscribe.cli meeting.wav [more files] --format txt [--output-dir out/] [--num-speakers 2]
+
+Models come from the same environment variables as the endpoint (ASR_MODEL, ASSISTANT_MODEL, DIARIZATION_MODEL,
+...) or from ``--asr-model``/``--assistant-model``/``--diarization-model``. Every request parameter is a flag:
+``--batch-size``, ``--return-timestamps word``, ... Exit status: 0 on success, 2 on bad input or usage, 1 when a
+model could not be loaded or processing failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, get_args
+
+from .errors import InputError, ModelLoadError, SpeakerscribeError
+from .formats import FILE_FORMATS, render
+from .settings import InferenceConfig, parse_parameters
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_parameter_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("request parameters (same names as the endpoint's `parameters`)")
+    for name, field in InferenceConfig.model_fields.items():
+        choices = None
+        literal = [a for a in get_args(field.annotation) if isinstance(a, str)] if field.annotation else []
+        if name in ("task", "return_timestamps"):
+            choices = literal or None
+        default = field.default
+        # values stay strings: pydantic converts and validates them exactly as it does the endpoint's
+        group.add_argument(
+            _flag(name),
+            dest=name,
+            default=None,
+            choices=choices,
+            help=f"{field.description or name} (default: {default})",
+        )
+
+
+def parameters_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in InferenceConfig.model_fields if getattr(args, name) is not None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m speakerscribe.cli", description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+", type=Path, help="audio files (wav, flac, mp3, ogg, m4a, webm, ...)")
+    parser.add_argument("--format", "-f", choices=FILE_FORMATS, default="txt", help="output format (default: txt)")
+    parser.add_argument(
+        "--output-dir",
+        "-o",
+        type=Path,
+        default=None,
+        help="write <file stem>.<format> here instead of printing to stdout",
+    )
+    parser.add_argument("--asr-model", default=None, help="overrides ASR_MODEL")
+    parser.add_argument("--assistant-model", default=None, help="overrides ASSISTANT_MODEL")
+    parser.add_argument("--diarization-model", default=None, help="overrides DIARIZATION_MODEL")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--verbose", "-v", action="store_true", help="log model loading and timings")
+    add_parameter_flags(parser)
+    return parser
+
+
+class Progress:
+    """A one-line progress bar on stderr, driven by the pipeline's stage and batch callbacks."""
+
+    def __init__(self, enabled: bool, label: str):
+        self.enabled = enabled and sys.stderr.isatty() or enabled and os.environ.get("SPEAKERSCRIBE_PROGRESS") == "1"
+        self.label = label
+        self.t0 = time.perf_counter()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        width = 24
+        filled = int(width * done / max(1, total))
+        elapsed = time.perf_counter() - self.t0
+        sys.stderr.write(
+            f"\r{self.label}: {stage:<12} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {elapsed:5.1f}s"
+        )
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    for flag, env in (
+        ("asr_model", "ASR_MODEL"),
+        ("assistant_model", "ASSISTANT_MODEL"),
+        ("diarization_model", "DIARIZATION_MODEL"),
+    ):
+        if getattr(args, flag):
+            os.environ[env] = getattr(args, flag)
+    try:
+        cfg = parse_parameters(parameters_from_args(args))
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    missing = [str(f) for f in args.files if not f.is_file()]
+    if missing:
+        print(f"error: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if args.output_dir:
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+
+    from .audio import decode_audio
+    from .pipeline import Transcriber
+    from .settings import ModelSettings
+
+    try:
+        transcriber = Transcriber.from_settings(ModelSettings())
+    except (ModelLoadError, ValueError, RuntimeError) as exc:
+        print(f"error: could not load the models: {exc}", file=sys.stderr)
+        return 1
+    status = 0
+    for path in args.files:
+        progress = Progress(not args.no_progress, path.name)
+        try:
+            waveform, _ = decode_audio(path.read_bytes())
+            result = transcriber.run(waveform, cfg, progress=progress)
+        except InputError as exc:
+            progress.close()
+            print(f"error: {path}: {exc}", file=sys.stderr)
+            status = max(status, 2)
+            continue
+        except SpeakerscribeError as exc:
+            progress.close()
+            print(f"error: {path}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        progress.close()
+        for warning in result.warnings:
+            print(f"warning: {path}: {warning}", file=sys.stderr)
+        text = render(result, args.format, words=cfg.word_timestamps, uri=path.stem)
+        if args.output_dir:
+            (args.output_dir / f"{path.stem}.{args.format}").write_text(text, encoding="utf-8")
+        else:
+            if len(args.files) > 1 and args.format == "txt":
+                print(f"== {path}")
+            sys.stdout.write(text)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
