@@ -239,7 +239,8 @@ class WhisperEngine:
         gen = self.model.generation_config
         batch = encoder_outputs.last_hidden_state.shape[0]
         ids = torch.tensor([prompt], device=self.placement.device, dtype=torch.long).repeat(batch, 1)
-        limit = self.model.config.max_target_positions
+        # one position stays free for the end-of-text token the scoring pass appends
+        limit = self.model.config.max_target_positions - 1
         new_tokens = min(self.max_new_tokens or limit, limit - len(prompt))
         config = GenerationConfig(
             decoder_start_token_id=self.sot,

@@ -164,8 +164,8 @@ def long_conversation(n_lines: int, seed: int = 0, backchannel_every: int = 5) -
     lines = []
     for i in range(n_lines):
         speaker = "A" if i % 2 == 0 else "B"
-        if speaker == "B" and backchannel_every and i % backchannel_every == 3:
-            text = rng.choice(_BACKCHANNELS)
+        if speaker == "B" and backchannel_every and (i // 2) % backchannel_every == backchannel_every - 1:
+            text = rng.choice(_BACKCHANNELS)  # every n-th reply of B is a short back-channel
         else:
             pool = _SENTENCES_A if speaker == "A" else _SENTENCES_B
             text = rng.choice(pool)

@@ -198,10 +198,17 @@ def verify_whisper(folder: Path) -> dict:
     if tok.decode(tok.encode(text, add_special_tokens=False)) != text:
         raise PrepareError(f"{folder.name}: tokenizer does not round-trip text")
     feats = fe([np.zeros(16000, dtype=np.float32)], sampling_rate=16000, return_tensors="pt").input_features
+    start = torch.tensor([[model.generation_config.decoder_start_token_id]])
     with torch.inference_mode():
-        ids = model.generate(feats, max_new_tokens=4)
-    if ids.shape[0] != 1:
-        raise PrepareError(f"{folder.name}: generate returned {tuple(ids.shape)}")
+        enc = model.model.encoder(feats)
+        logits = model(encoder_outputs=enc, decoder_input_ids=start).logits
+        draft_logits = draft(input_ids=start, encoder_outputs=enc.last_hidden_state).logits
+    if logits.shape[-1] != model.config.vocab_size or draft_logits.shape[-1] != model.config.vocab_size:
+        raise PrepareError(
+            f"{folder.name}: unexpected output shapes {tuple(logits.shape)}, {tuple(draft_logits.shape)}"
+        )
+    if not torch.isfinite(logits).all():
+        raise PrepareError(f"{folder.name}: non-finite logits")
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "vocab": model.config.vocab_size,
