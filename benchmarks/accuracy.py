@@ -68,7 +68,8 @@ def main() -> int:
             print(
                 f"| {name} | {key} | {conv.duration:.0f} | {wer(conv.reference_text, out['text']):.3f} "
                 f"| {d['diarization error rate']:.3f} | {d['missed detection']:.1f} / {d['false alarm']:.1f} / "
-                f"{d['confusion']:.1f} | {len(set(attr.mapping))} | {attr.accuracy:.3f} | {conv.duration / seconds:.1f} |"
+                f"{d['confusion']:.1f} | {len(set(attr.mapping))} | {attr.accuracy:.3f} "
+                f"| {conv.duration / seconds:.1f} |"
             )
     return 0
 

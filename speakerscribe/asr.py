@@ -18,7 +18,6 @@ A window whose no-speech probability is above ``no_speech_threshold`` while its 
 from __future__ import annotations
 
 import logging
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from .errors import InputError, ModelLoadError, short_message
 from .languages import normalise_language
 from .records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform, Word
 from .runtime import Placement, quiet_generation_warnings
-from .whisper_tokens import RawSegment, group_words, split_segments
+from .whisper_tokens import RawSegment, compression_ratio, group_words, split_segments
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +41,8 @@ _LOGIT_ROWS = 2048  # rows of (tokens x vocab) logits computed at a time in the 
 class AsrOptions:
     task: str = "transcribe"
     language: str | None = None
+    prompt: str | None = None  # text that conditions decoding (style, names), as Whisper's previous-text prompt
+    temperature: float = 0.0  # 0: greedy; > 0: sampling at that temperature
     batch_size: int = 24
     assisted: bool = False
     word_timestamps: bool = False
@@ -60,11 +61,6 @@ class _Decoded:
     text_positions: list[int] = field(default_factory=list)
     no_speech_prob: float = 0.0
     avg_logprob: float = 0.0
-
-
-def compression_ratio(text: str) -> float:
-    raw = text.encode("utf-8")
-    return len(raw) / max(1, len(zlib.compress(raw)))
 
 
 class WhisperEngine:
@@ -88,6 +84,8 @@ class WhisperEngine:
         gen = model.generation_config
         self.eos = int(gen.eos_token_id if not isinstance(gen.eos_token_id, list) else gen.eos_token_id[0])
         self.sot = int(gen.decoder_start_token_id)
+        prev = getattr(gen, "prev_sot_token_id", None)
+        self.prev_sot = int(prev) if prev is not None else None
         self.timestamp_begin = int(gen.no_timestamps_token_id) + 1
         self.multilingual = bool(getattr(gen, "is_multilingual", False))
         self.lang_to_id: dict[str, int] = {
@@ -218,12 +216,18 @@ class WhisperEngine:
         k = int(np.argmax(mean))
         return codes[k], float(mean[k])
 
-    def prompt_ids(self, language: str, task: str) -> list[int]:
+    def prompt_ids(self, language: str, task: str, text: str | None = None) -> list[int]:
+        """Decoder prefix: [<|startofprev|> prompt tokens]? <|startoftranscript|> [language, task]."""
+        head: list[int] = []
+        if text and text.strip() and self.prev_sot is not None:
+            tokens = self.tokenizer.encode(" " + text.strip(), add_special_tokens=False)
+            limit = self.model.config.max_target_positions // 2 - 1  # Whisper keeps the last 223 prompt tokens
+            head = [self.prev_sot, *tokens[-limit:]]
         if not self.multilingual:
-            return [self.sot]
-        return [self.sot, self.lang_to_id[language], int(self.task_to_id[task])]
+            return [*head, self.sot]
+        return [*head, self.sot, self.lang_to_id[language], int(self.task_to_id[task])]
 
-    def generate(self, encoder_outputs, prompt: list[int], assistant=None):
+    def generate(self, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0):
         """Greedy decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
         Calls the generic ``GenerationMixin.generate`` with Whisper's timestamp rules as a logits processor
@@ -247,7 +251,9 @@ class WhisperEngine:
             eos_token_id=self.eos,
             pad_token_id=self.eos,
             bos_token_id=self.eos,
-            do_sample=False,
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_k=0 if temperature > 0 else None,
             num_beams=1,
             max_length=len(prompt) + new_tokens,
             suppress_tokens=list(gen.suppress_tokens or []) or None,
@@ -266,8 +272,8 @@ class WhisperEngine:
 
     def _decode_batch(self, waveform: Waveform, windows: list[Span], language: str, opts: AsrOptions) -> list[_Decoded]:
         enc = self.encode(self.features(waveform, windows))
-        prompt = self.prompt_ids(language, opts.task)
-        sequences = self.generate(enc, prompt, self.assistant if opts.assisted else None)
+        prompt = self.prompt_ids(language, opts.task, opts.prompt)
+        sequences = self.generate(enc, prompt, self.assistant if opts.assisted else None, opts.temperature)
         generated = [self._strip_prompt(s.tolist()[len(prompt) :]) for s in sequences]
         out = [
             _Decoded(window=w, segments=split_segments(g, self.timestamp_begin, self.eos))
@@ -298,8 +304,9 @@ class WhisperEngine:
         """Teacher-forced pass: no-speech probability, mean log-probability, and cross-attention for words."""
         import torch
 
-        prompt = self.prompt_ids(language, opts.task)
+        prompt = self.prompt_ids(language, opts.task, opts.prompt)
         p = len(prompt)
+        sot_at = prompt.index(self.sot)
         rows = [prompt + g + [self.eos] for g in generated]
         longest = max(len(r) for r in rows)
         ids = torch.full((len(rows), longest), self.eos, dtype=torch.long)
@@ -317,7 +324,7 @@ class WhisperEngine:
         for i, (d, g) in enumerate(zip(out, generated)):
             n = p + len(g)  # positions 0..n-1 predict rows[1..n]
             logprobs = self._logprobs(hidden[i, :n], ids[i, 1 : n + 1])
-            first = self._log_softmax_row(hidden[i, 0])
+            first = self._log_softmax_row(hidden[i, sot_at])
             if self.no_speech_id is not None:
                 d.no_speech_prob = float(np.exp(first[self.no_speech_id]))
             # mean over the generated tokens and the closing end-of-text, as Whisper does
@@ -378,7 +385,14 @@ class WhisperEngine:
             if not text.strip():
                 continue
             chunks.append(
-                Chunk(start=round(w0 + start, 3), end=round(min(w0 + end, duration), 3), text=text, words=words)
+                Chunk(
+                    start=round(w0 + start, 3),
+                    end=round(min(w0 + end, duration), 3),
+                    text=text,
+                    words=words,
+                    avg_logprob=round(d.avg_logprob, 4),
+                    no_speech_prob=round(d.no_speech_prob, 4),
+                )
             )
         return chunks
 

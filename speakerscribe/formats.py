@@ -9,6 +9,7 @@ from typing import Any
 
 from .records import Result, Utterance
 from .response import endpoint_response
+from .whisper_tokens import compression_ratio
 
 
 def _ms(seconds: float) -> int:
@@ -78,7 +79,8 @@ def to_openai_json(result: Result) -> dict[str, Any]:
     return {"text": result.transcript.text.strip()}
 
 
-def to_openai_verbose(result: Result, words: bool, segments: bool = True) -> dict[str, Any]:
+def to_openai_verbose(result: Result, words: bool, segments: bool = True, temperature: float = 0.0) -> dict[str, Any]:
+
     transcript = result.transcript
     out: dict[str, Any] = {
         "task": "transcribe",
@@ -95,10 +97,10 @@ def to_openai_verbose(result: Result, words: bool, segments: bool = True) -> dic
                 "end": round(c.end, 3),
                 "text": c.text,
                 "tokens": [],
-                "temperature": 0.0,
-                "avg_logprob": 0.0,
-                "compression_ratio": 0.0,
-                "no_speech_prob": 0.0,
+                "temperature": temperature,
+                "avg_logprob": c.avg_logprob if c.avg_logprob is not None else 0.0,
+                "compression_ratio": round(compression_ratio(c.text), 3),
+                "no_speech_prob": c.no_speech_prob if c.no_speech_prob is not None else 0.0,
             }
             for i, c in enumerate(transcript.chunks)
         ]

@@ -91,6 +91,8 @@ class Transcriber:
             AsrOptions(
                 task=cfg.task,
                 language=cfg.language,
+                prompt=cfg.prompt,
+                temperature=cfg.temperature,
                 batch_size=cfg.batch_size,
                 assisted=cfg.assisted is True,
                 word_timestamps=cfg.word_timestamps,

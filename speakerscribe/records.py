@@ -48,6 +48,8 @@ class Chunk:
     end: float
     text: str
     words: tuple[Word, ...] = ()
+    avg_logprob: float | None = None  # of the window the chunk was decoded in
+    no_speech_prob: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

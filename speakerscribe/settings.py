@@ -74,6 +74,8 @@ class InferenceConfig(BaseModel):
     return_timestamps: Literal["chunk", "word"] = Field("chunk", description="speaker attribution granularity")
     group_by_speaker: bool = Field(False, description="merge consecutive entries of one speaker")
     vad_filter: bool = Field(True, description="skip non-speech audio (when the deployment has a VAD)")
+    prompt: str | None = Field(None, max_length=4000, description="text that conditions decoding (names, style)")
+    temperature: float = Field(0.0, ge=0.0, le=1.0, description="0 decodes greedily; above 0 samples")
 
     @field_validator("return_timestamps", mode="before")
     @classmethod

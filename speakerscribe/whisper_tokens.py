@@ -8,6 +8,7 @@ Ids at or above ``timestamp_begin`` (the id after ``<|notimestamps|>``) are time
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,3 +96,9 @@ def group_words(token_ids: list[int], tokenizer, language: str | None) -> list[t
         if text.strip():
             words.append((text, g[0], g[-1] + 1))
     return words
+
+
+def compression_ratio(text: str) -> float:
+    """UTF-8 length over zlib-compressed length: above ~2.4 the text repeats itself (Whisper's loop signal)."""
+    raw = text.encode("utf-8")
+    return len(raw) / max(1, len(zlib.compress(raw)))

@@ -1,0 +1,54 @@
+"""The Inference Endpoints handler class: parse the body, decode once, run the pipeline, answer the original shape.
+
+``handler.py`` at the repository root re-exports :class:`EndpointHandler`, which is what the runtime loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .audio import load_inputs
+from .errors import InputError
+from .pipeline import Transcriber
+from .records import Result
+from .response import endpoint_response
+from .settings import InferenceConfig, ModelSettings, parse_parameters
+
+
+class EndpointHandler:
+    def __init__(self, path: str = ""):
+        self.settings = ModelSettings()
+        self.transcriber = Transcriber.from_settings(self.settings, model_dir=path or None)
+
+    def process(self, data: Any) -> tuple[Result, InferenceConfig]:
+        """Request body -> (Result, parsed parameters). Raises InputError for anything the caller must fix."""
+        if not isinstance(data, dict):
+            raise InputError('the request body must be a JSON object: {"inputs": <base64 audio>, "parameters": {...}}')
+        if "inputs" not in data:
+            raise InputError('the request has no `inputs`: send {"inputs": <base64 audio>, "parameters": {...}}')
+        extra = sorted(set(data) - {"inputs", "parameters"})
+        if extra:
+            raise InputError(
+                f"unknown top-level field(s) {', '.join(map(repr, extra))}; the body holds `inputs` "
+                "and optionally `parameters`"
+            )
+        cfg = parse_parameters(data.get("parameters"))
+        inputs = data["inputs"]
+        waveform, native_rate = load_inputs(inputs, cfg.sampling_rate)
+        result = self.transcriber.run(waveform, cfg)
+        if (
+            "sampling_rate" in cfg.model_fields_set
+            and not isinstance(inputs, list)
+            and cfg.sampling_rate != native_rate
+        ):
+            note = (
+                f"sampling_rate={cfg.sampling_rate} was not used: the audio file declares {native_rate} Hz "
+                "(sampling_rate describes `inputs` sent as a list of samples)"
+            )
+            result = dataclasses.replace(result, warnings=(*result.warnings, note))
+        return result, cfg
+
+    def __call__(self, data: dict[str, Any]) -> dict[str, Any]:
+        result, cfg = self.process(data)
+        return endpoint_response(result, words=cfg.word_timestamps)
