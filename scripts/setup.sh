@@ -6,11 +6,11 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 
-if ! command -v text2wave >/dev/null 2>&1; then
+if ! command -v text2wave >/dev/null 2>&1 || [ ! -d /usr/share/festival/voices/italian/lp_diphone ]; then
   echo "== installing festival (speech synthesis for the sample conversation and the tests)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
   $SUDO apt-get update -qq || true
-  $SUDO apt-get install -y -qq --no-install-recommends festival festvox-kallpc16k festvox-us-slt-hts >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends festival festvox-kallpc16k festvox-us-slt-hts festvox-italp16k >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -21,7 +21,8 @@ stamp="$VENV/.deps-$(cat requirements.txt requirements-dev.txt constraints-ci.tx
 if [ ! -f "$stamp" ]; then
   echo "== installing dependencies (first run: a few minutes)"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt -c constraints-ci.txt
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt -c constraints-ci.txt \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
   rm -f "$VENV"/.deps-*; touch "$stamp"
 fi
 

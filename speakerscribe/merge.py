@@ -1,7 +1,8 @@
 """Who said it: attribute transcript pieces (chunks or words) to diarized speakers, vectorised.
 
-Rule: a piece goes to the speaker whose turns overlap it the most; a piece that overlaps no turn goes to the
-speaker of the nearest turn (gap distance; ties to the earlier turn). Overlapping speech is handled by the turns
+Rule: a piece goes to the speaker whose turns overlap it the most (ties: first label); a piece of zero length
+goes to the speaker whose turn contains it; a piece that touches no turn goes to the speaker of the nearest turn
+(gap distance; ties to the earlier turn). Overlapping speech is handled by the turns
 given: the pipeline passes pyannote's *exclusive* diarization (one speaker at a time) when it exists, so a piece
 spoken over someone else goes to whoever holds the floor there.
 
@@ -48,8 +49,9 @@ def build_timeline(turns: tuple[SpeakerTurn, ...] | list[SpeakerTurn]) -> Speake
         starts.append(ks)
         ends.append(ke)
         before.append(np.concatenate([[0.0], np.cumsum(ke - ks)[:-1]]))
-    by_start = np.argsort(s, kind="stable")
-    by_end = np.argsort(e, kind="stable")
+    # full sort keys (not input order) break ties, so the result never depends on the order turns came in
+    by_start = np.lexsort((spk, e, s))
+    by_end = np.lexsort((spk, s, e))
     return SpeakerTimeline(
         labels, tuple(starts), tuple(ends), tuple(before), s[by_start], spk[by_start], e[by_end], spk[by_end]
     )
@@ -108,9 +110,27 @@ def assign(timeline: SpeakerTimeline, starts, ends) -> np.ndarray:
     best = np.argmax(ov, axis=1)
     none = ov[np.arange(a.size), best] <= 0.0
     if none.any():
+        # zero overlap: a zero-length piece inside (or at the edge of) a turn belongs to it; else the nearest turn
         best = best.copy()
-        best[none] = nearest_speaker(timeline, a[none], b[none])
+        idx = np.flatnonzero(none)
+        holder = containing_speaker(timeline, (a[idx] + b[idx]) / 2)
+        far = holder < 0
+        holder[far] = nearest_speaker(timeline, a[idx[far]], b[idx[far]])
+        best[idx] = holder
     return best
+
+
+def containing_speaker(timeline: SpeakerTimeline, t: np.ndarray) -> np.ndarray:
+    """Index of the first speaker (label order) with a turn [start, end] containing each time; -1 if none."""
+    out = np.full(t.size, -1, dtype=np.int64)
+    for k in range(len(timeline.labels) - 1, -1, -1):  # reverse, so the first label wins
+        starts, ends = timeline.starts[k], timeline.ends[k]
+        if starts.size == 0:
+            continue
+        i = np.searchsorted(starts, t, side="right") - 1
+        inside = (i >= 0) & (t <= ends[np.clip(i, 0, None)])
+        out[inside] = k
+    return out
 
 
 def attribute_chunks(chunks: tuple[Chunk, ...] | list[Chunk], turns) -> list[Utterance]:

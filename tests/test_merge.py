@@ -120,3 +120,8 @@ def test_group_by_speaker_merges_consecutive_entries():
     t = turns((0, 5, "A"), (5, 8, "B"))
     out = group_by_speaker(attribute_chunks([Chunk(0, 2, " a"), Chunk(2, 4, " b"), Chunk(5, 7, " c")], t))
     assert [(u.speaker, u.start, u.end, u.text) for u in out] == [("A", 0, 4, " a b"), ("B", 5, 7, " c")]
+
+
+def test_zero_length_piece_inside_a_turn_belongs_to_that_turn():
+    t = turns((0, 10, "A"), (10.5, 11, "B"))
+    assert [u.speaker for u in attribute_chunks([Chunk(9.9, 9.9, " x"), Chunk(10.7, 10.7, " y")], t)] == ["A", "B"]

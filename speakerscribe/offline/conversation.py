@@ -3,7 +3,8 @@
 Every turn is synthesised on its own, resampled to 16 kHz and placed after a chosen pause, so the true turn times
 follow from the clip lengths. Results are cached by content: the same script gives the same files.
 
-Needs Debian's festival: ``apt-get install -y --no-install-recommends festival festvox-kallpc16k festvox-us-slt-hts``.
+Needs Debian's festival: ``apt-get install -y --no-install-recommends festival festvox-kallpc16k festvox-us-slt-hts
+festvox-italp16k`` (the last one, an Italian female voice "I", only for language-detection tests).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import numpy as np
 
 from ..records import SAMPLE_RATE
 
-VOICES = {"A": "(voice_kal_diphone)", "B": "(voice_cmu_us_slt_arctic_hts)"}
+VOICES = {"A": "(voice_kal_diphone)", "B": "(voice_cmu_us_slt_arctic_hts)", "I": "(voice_lp_diphone)"}
 FESTIVAL_HINT = (
     "festival is needed to synthesise test speech: apt-get install -y --no-install-recommends "
-    "festival festvox-kallpc16k festvox-us-slt-hts"
+    "festival festvox-kallpc16k festvox-us-slt-hts festvox-italp16k"
 )
 
 
@@ -158,8 +159,13 @@ _SENTENCES_B = [
 _BACKCHANNELS = ["Uh huh.", "Right.", "Okay.", "Yes.", "I see."]
 
 
-def long_conversation(n_lines: int, seed: int = 0, backchannel_every: int = 5) -> list[Line]:
-    """A deterministic two-speaker script of ``n_lines`` turns: long statements, questions, back-channels."""
+def long_conversation(
+    n_lines: int, seed: int = 0, backchannel_every: int = 5, pauses: tuple[float, float] = (0.4, 1.2)
+) -> list[Line]:
+    """A deterministic two-speaker script of ``n_lines`` turns: long statements, questions, back-channels.
+
+    ``pauses``: range of the silence after each turn; short pauses make Whisper put two speakers in one segment.
+    """
     rng = random.Random(seed)
     lines = []
     for i in range(n_lines):
@@ -171,5 +177,5 @@ def long_conversation(n_lines: int, seed: int = 0, backchannel_every: int = 5) -
             text = rng.choice(pool)
             if speaker == "A" and rng.random() < 0.5:
                 text += " " + rng.choice(_SENTENCES_A)
-        lines.append(Line(speaker, text, round(rng.uniform(0.4, 1.2), 2)))
+        lines.append(Line(speaker, text, round(rng.uniform(*pauses), 2)))
     return lines
