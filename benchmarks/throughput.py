@@ -1,0 +1,157 @@
+"""Long-audio throughput: our handler against the original handler's approach, same models, same input, same run.
+
+    .venv/bin/python benchmarks/throughput.py --model whisper-tiny.en --minutes 5 [--repeats 2] [--no-diarization]
+
+The audio is a festival two-speaker conversation (repeated to reach ``--minutes``). Each system runs ``--repeats``
+times, alternating, after one warm-up call each; the table reports the median real-time factor (audio seconds per
+wall second), the ratio ours / original, median per-stage seconds, and output quality (WER, and the share of
+transcript time given to the right speaker) so a speed-up is never bought with accuracy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+
+def conversation(minutes: float, speech_dir: Path):
+    """(wav bytes, reference text, true turns) of about ``minutes`` of conversation."""
+    import soundfile as sf
+
+    from speakerscribe.offline.conversation import long_conversation, synthesize
+
+    base = synthesize(long_conversation(72, seed=21), speech_dir, "bench5")  # ~5 minutes
+    samples, rate = sf.read(str(base.wav), dtype="float32")
+    repeats = max(1, round(minutes * 60 / base.duration))
+    audio = np.tile(samples, repeats)
+    turns = [
+        (t.speaker, t.start + k * base.duration, t.end + k * base.duration) for k in range(repeats) for t in base.turns
+    ]
+    buf = io.BytesIO()
+    sf.write(buf, audio, rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue(), " ".join([base.reference_text] * repeats), turns, len(audio) / rate
+
+
+def time_attribution(turns, entries) -> float:
+    """Share of transcript time whose speaker label maps (majority vote) to the true speaker, 10 ms grid."""
+    if not entries:
+        return 0.0
+    grid_true, grid_hyp = {}, {}
+    for who, a, b in turns:
+        for k in range(int(a * 100), int(b * 100)):
+            grid_true[k] = who
+    for a, b, label in entries:
+        for k in range(int(a * 100), int(b * 100)):
+            grid_hyp[k] = label
+    both = [k for k in grid_hyp if k in grid_true]
+    if not both:
+        return 0.0
+    votes: dict[str, dict[str, int]] = {}
+    for k in both:
+        votes.setdefault(grid_hyp[k], {}).setdefault(grid_true[k], 0)
+        votes[grid_hyp[k]][grid_true[k]] += 1
+    mapping = {label: max(v, key=v.get) for label, v in votes.items()}
+    return sum(mapping[grid_hyp[k]] == grid_true[k] for k in both) / len(both)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", type=Path, default=REPO / "models")
+    parser.add_argument("--model", default="whisper-tiny.en")
+    parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--no-diarization", action="store_true")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args()
+    os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from baseline import OriginalApproach
+
+    from speakerscribe.audio import decode_audio
+    from speakerscribe.offline.evaluation import wer
+    from speakerscribe.pipeline import Transcriber
+    from speakerscribe.response import endpoint_response
+    from speakerscribe.settings import InferenceConfig, ModelSettings
+
+    audio, reference, turns, duration = conversation(args.minutes, REPO / ".cache" / "speech")
+    asr_dir = str(args.models / args.model)
+    diar_dir = None if args.no_diarization else str(args.models / "diarization")
+    ours = Transcriber.from_settings(ModelSettings(asr_model=asr_dir, diarization_model=diar_dir))
+    original = OriginalApproach(asr_dir, diar_dir)
+    cfg = InferenceConfig()
+
+    def run_ours():
+        t0 = time.perf_counter()
+        waveform, _ = decode_audio(audio)
+        decode_s = time.perf_counter() - t0
+        result = ours.run(waveform, cfg)
+        out = endpoint_response(result)
+        return out, {"decode": decode_s, **result.timings}, time.perf_counter() - t0
+
+    def run_original():
+        t0 = time.perf_counter()
+        out, timings = original(audio)
+        return out, timings, time.perf_counter() - t0
+
+    warm = audio[: 44 + 16000 * 2 * 10]  # the first 10 s of the WAV (16-bit mono)
+    ours.run(decode_audio(warm)[0], cfg)
+    original(warm)
+    runs: dict[str, list] = {"ours": [], "original": []}
+    for _ in range(args.repeats):
+        for name, fn in (("ours", run_ours), ("original", run_original)):
+            runs[name].append(fn())
+
+    print(
+        f"audio: {duration:.0f} s two-speaker conversation; model {args.model}; "
+        f"diarization {'off' if args.no_diarization else 'on'}; {args.repeats} runs each, median"
+    )
+    print("| system | RTF (x real time) | wall s | WER | speaker-time accuracy | stages (s) |")
+    print("|---|---|---|---|---|---|")
+    summary = {}
+    for name in ("original", "ours"):
+        walls = [r[2] for r in runs[name]]
+        out = runs[name][-1][0]
+        stages = {k: statistics.median(r[1].get(k, 0.0) for r in runs[name]) for k in runs[name][-1][1]}
+        entries = [
+            (u["timestamp"][0], u["timestamp"][1] if u["timestamp"][1] is not None else duration, u["speaker"])
+            for u in out["speakers"]
+        ]
+        wall = statistics.median(walls)
+        summary[name] = {
+            "rtf": duration / wall,
+            "wall": wall,
+            "wer": wer(reference, out["text"]),
+            "speaker_time_accuracy": time_attribution(turns, entries) if entries else None,
+            "stages": stages,
+        }
+        acc = summary[name]["speaker_time_accuracy"]
+        print(
+            f"| {name} | {duration / wall:.1f} | {wall:.1f} | {summary[name]['wer']:.3f} | "
+            f"{'-' if acc is None else f'{acc:.3f}'} | "
+            + ", ".join(f"{k} {v:.2f}" for k, v in stages.items() if k != "diarization_wait")
+            + " |"
+        )
+    ratio = summary["ours"]["rtf"] / summary["original"]["rtf"]
+    print(f"\nours / original real-time factor: {ratio:.2f}x")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"duration": duration, "model": args.model, "ratio": ratio, **summary}, indent=1)
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
