@@ -37,11 +37,18 @@ def conversation(minutes: float, speech_dir: Path):
     repeats = max(1, round(minutes * 60 / base.duration))
     audio = np.tile(samples, repeats)
     turns = [
-        (t.speaker, t.start + k * base.duration, t.end + k * base.duration) for k in range(repeats) for t in base.turns
+        (t.speaker, t.start + k * base.duration, t.end + k * base.duration, t.text)
+        for k in range(repeats)
+        for t in base.turns
     ]
+    if minutes * 60 < base.duration:  # a shorter excerpt: whole turns only
+        turns = [t for t in turns if t[2] <= minutes * 60]
+        audio = audio[: int(turns[-1][2] * rate) + rate // 2]
+    reference = " ".join(t[3] for t in turns)
+    turns = [t[:3] for t in turns]
     buf = io.BytesIO()
     sf.write(buf, audio, rate, format="WAV", subtype="PCM_16")
-    return buf.getvalue(), " ".join([base.reference_text] * repeats), turns, len(audio) / rate
+    return buf.getvalue(), reference, turns, len(audio) / rate
 
 
 def time_attribution(turns, entries) -> float:

@@ -18,6 +18,8 @@ A window whose no-speech probability is above ``no_speech_threshold`` while its 
 from __future__ import annotations
 
 import logging
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +65,24 @@ class _Decoded:
     avg_logprob: float = 0.0
 
 
+class StageClock:
+    """Accumulates seconds per named sub-stage into a caller's dict (synchronising CUDA so times are real)."""
+
+    def __init__(self, timings: dict, cuda: bool):
+        self.timings = timings
+        self.cuda = cuda
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        yield
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+        self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+
+
 class WhisperEngine:
     """A loaded Whisper model (+ optional draft model) and the code to run it over windows."""
 
@@ -74,8 +94,11 @@ class WhisperEngine:
         placement: Placement,
         assistant=None,
         max_new_tokens: int | None = None,
+        static_cache: bool = False,
     ):
         self.model = model
+        self.static_cache = static_cache
+        self.min_new_tokens: int | None = None  # benchmarks force a token count per window
         self.feature_extractor = feature_extractor
         self.tokenizer = tokenizer
         self.assistant = assistant
@@ -106,6 +129,7 @@ class WhisperEngine:
         assistant_id: str | None = None,
         token: str | None = None,
         max_new_tokens: int | None = None,
+        static_cache: bool = False,
     ) -> WhisperEngine:
         from transformers import (
             AutoModelForCausalLM,
@@ -135,7 +159,18 @@ class WhisperEngine:
                 )
             assistant.to(placement.device).eval()
         quiet_generation_warnings()
-        return cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens)
+        return cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens, static_cache)
+
+    def warmup(self, batch_size: int) -> None:
+        """Run one full batch of silent windows, so a compiled static-cache decoder is built before requests."""
+        import torch
+
+        silence = Waveform(np.zeros(int(WINDOW_S * SAMPLE_RATE), dtype=np.float32))
+        windows = [Span(0.0, WINDOW_S)] * batch_size
+        with torch.inference_mode():
+            enc = self.encode(self.features(silence, windows))
+            language = next(iter(sorted(self.languages)))
+            self.generate(enc, self.prompt_ids(language if self.multilingual else "en", "transcribe"))
 
     # ------------------------------------------------------------------------------------------ capabilities
     @property
@@ -159,27 +194,38 @@ class WhisperEngine:
         return AsrOptions(**{**opts.__dict__, "language": language})
 
     # ------------------------------------------------------------------------------------------- inference
-    def transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None) -> Transcript:
-        """Decode ``windows`` of ``waveform``; returns chunks in time order with absolute times."""
+    def transcribe(
+        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None, timings=None
+    ) -> Transcript:
+        """Decode ``windows`` of ``waveform``; returns chunks in time order with absolute times.
+
+        ``progress(done, total)`` is called after each batch; ``timings`` (a dict), if given, accumulates seconds
+        per sub-stage: ``asr_features``, ``asr_encode``, ``asr_generate``, ``asr_score``, ``asr_language``.
+        """
         import torch
 
+        clock = StageClock(timings if timings is not None else {}, self.placement.is_cuda)
         with torch.inference_mode():
-            return self._transcribe(waveform, windows, opts, progress)
+            return self._transcribe(waveform, windows, opts, progress, clock)
 
-    def _transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress) -> Transcript:
+    def _transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress, clock) -> Transcript:
         if not windows:
             return Transcript(chunks=(), language=opts.language or (None if self.multilingual else "en"))
-        language, language_prob = opts.language, None
-        if language is None and self.multilingual:
-            language, language_prob = self.detect_language(waveform, windows)
-        elif language is None:
-            language = "en"
         order = sorted(range(len(windows)), key=lambda i: windows[i].end - windows[i].start, reverse=True)
-        decoded: dict[int, _Decoded] = {}
         step = 1 if opts.assisted else max(1, opts.batch_size)
+        language, language_prob = opts.language or (None if self.multilingual else "en"), None
+        decoded: dict[int, _Decoded] = {}
         for b in range(0, len(order), step):
             idx = order[b : b + step]
-            for i, d in zip(idx, self._decode_batch(waveform, [windows[i] for i in idx], language, opts)):
+            batch = [windows[i] for i in idx]
+            with clock("asr_features"):
+                features = self.features(waveform, batch)
+            with clock("asr_encode"):
+                enc = self.encode(features)
+            if language is None:  # the first batch holds the longest windows: detect from their encodings
+                with clock("asr_language"):
+                    language, language_prob = self.detect_language(enc, batch)
+            for i, d in zip(idx, self._decode_batch(enc, batch, language, opts, clock)):
                 decoded[i] = d
             if progress is not None:
                 progress(len(decoded), len(windows))
@@ -199,13 +245,15 @@ class WhisperEngine:
     def encode(self, features):
         return self.model.model.encoder(features)
 
-    def detect_language(self, waveform: Waveform, windows: list[Span]) -> tuple[str, float]:
-        """Language of the longest windows, probabilities averaged with weights = window duration."""
+    def detect_language(self, encoder_outputs, windows: list[Span]) -> tuple[str, float]:
+        """Language from the first (longest) ``DETECT_WINDOWS`` encoded windows: their language probabilities
+        averaged with weights = window duration. Returns (code, probability)."""
         import torch
+        from transformers.modeling_outputs import BaseModelOutput
 
-        longest = sorted(windows, key=lambda w: w.end - w.start, reverse=True)[:DETECT_WINDOWS]
+        longest = windows[:DETECT_WINDOWS]
+        enc = BaseModelOutput(last_hidden_state=encoder_outputs.last_hidden_state[: len(longest)])
         with torch.inference_mode():
-            enc = self.encode(self.features(waveform, longest))
             sot = torch.full((len(longest), 1), self.sot, device=self.placement.device, dtype=torch.long)
             logits = self.model(encoder_outputs=enc, decoder_input_ids=sot, use_cache=False).logits[:, 0].float()
         codes = list(self.lang_to_id)
@@ -256,10 +304,14 @@ class WhisperEngine:
             top_k=0 if temperature > 0 else None,
             num_beams=1,
             max_length=len(prompt) + new_tokens,
+            min_new_tokens=self.min_new_tokens,
             suppress_tokens=list(gen.suppress_tokens or []) or None,
             begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
         )
         timestamps = WhisperTimeStampLogitsProcessor(gen, begin_index=len(prompt))
+        if self.static_cache and assistant is None:
+            # a fixed-size KV cache: with CUDA, transformers compiles the decoder step for it (CUDA graphs)
+            config.cache_implementation = "static"
         kwargs = {"assistant_model": assistant} if assistant is not None else {}
         return GenerationMixin.generate(
             self.model,
@@ -270,16 +322,17 @@ class WhisperEngine:
             **kwargs,
         )
 
-    def _decode_batch(self, waveform: Waveform, windows: list[Span], language: str, opts: AsrOptions) -> list[_Decoded]:
-        enc = self.encode(self.features(waveform, windows))
+    def _decode_batch(self, enc, windows: list[Span], language: str, opts: AsrOptions, clock) -> list[_Decoded]:
         prompt = self.prompt_ids(language, opts.task, opts.prompt)
-        sequences = self.generate(enc, prompt, self.assistant if opts.assisted else None, opts.temperature)
-        generated = [self._strip_prompt(s.tolist()[len(prompt) :]) for s in sequences]
+        with clock("asr_generate"):
+            sequences = self.generate(enc, prompt, self.assistant if opts.assisted else None, opts.temperature)
+            generated = [self._strip_prompt(s.tolist()[len(prompt) :]) for s in sequences]
         out = [
             _Decoded(window=w, segments=split_segments(g, self.timestamp_begin, self.eos))
             for w, g in zip(windows, generated)
         ]
-        self._score(enc.last_hidden_state, generated, language, opts, out, windows)
+        with clock("asr_score"):
+            self._score(enc.last_hidden_state, generated, language, opts, out, windows)
         return out
 
     def _strip_prompt(self, ids: list[int]) -> list[int]:

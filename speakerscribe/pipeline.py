@@ -59,7 +59,12 @@ def load_models(settings: ModelSettings, model_dir: str | None = None) -> Models
         placement.dtype_name,
         placement.attn_implementation,
     )
-    asr = WhisperEngine.load(asr_id, placement, settings.assistant_model, settings.token(), settings.max_new_tokens)
+    asr = WhisperEngine.load(
+        asr_id, placement, settings.assistant_model, settings.token(), settings.max_new_tokens, settings.static_cache
+    )
+    if settings.static_cache:
+        logger.info("warming up the static-cache decoder at batch size %d", settings.warmup_batch_size)
+        asr.warmup(settings.warmup_batch_size)
     diarizer = None
     if settings.diarization_model:
         logger.info("loading diarization pipeline %s", settings.diarization_model)
@@ -159,7 +164,7 @@ class Transcriber:
             future = self._pool.submit(self._diarize, waveform, cfg)
         with stage("asr"):
             transcript = self._transcribe(
-                waveform, windows, opts, lambda done, total: report("transcribe", done, total)
+                waveform, windows, opts, lambda done, total: report("transcribe", done, total), timings
             )
         diarization = None
         if future is not None:
@@ -187,7 +192,9 @@ class Transcriber:
             timings=timings,
         )
 
-    def _transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None) -> Transcript:
+    def _transcribe(
+        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None, timings=None
+    ) -> Transcript:
         """ASR with an automatic smaller batch on accelerator out-of-memory."""
         import torch
 
@@ -196,7 +203,7 @@ class Transcriber:
         while True:
             try:
                 return self.models.asr.transcribe(
-                    waveform, windows, AsrOptions(**{**opts.__dict__, "batch_size": batch}), progress
+                    waveform, windows, AsrOptions(**{**opts.__dict__, "batch_size": batch}), progress, timings
                 )
             except oom as exc:
                 torch.cuda.empty_cache()

@@ -33,6 +33,10 @@ class ModelSettings(BaseSettings):
     vad: Literal["silero", "none"] = Field("silero", description="speech activity gate before Whisper")
     max_new_tokens: int | None = Field(None, ge=1, le=448, description="cap on tokens per 30 s window")
     allow_tf32: bool = Field(True, description="TF32 matmul on Ampere+ GPUs (restored after pyannote calls)")
+    static_cache: bool = Field(
+        False, description="static KV cache (compiled decoder step on CUDA), warmed up at start; opt-in"
+    )
+    warmup_batch_size: int = Field(24, ge=1, le=256, description="batch size of the start-up warm-up")
     diarization_shared_frames: bool = Field(
         True, description="compute speaker-embedding frames once per file instead of once per 10 s window"
     )

@@ -249,3 +249,42 @@ def test_handler_module_imports_nothing_heavy_and_reads_no_settings_at_import():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "0"]
+
+
+def test_static_cache_path_gives_the_same_output(random_models, clip):
+    cached = make_handler(
+        ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="24", STATIC_CACHE="true", WARMUP_BATCH_SIZE="2"
+    )
+    plain = make_handler(ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="24")
+    params = {"vad_filter": False, "chunk_length_s": 6, "batch_size": 2}
+    assert cached(body(clip, **params))["chunks"] == plain(body(clip, **params))["chunks"]
+
+
+def test_out_of_memory_retries_with_smaller_batches_then_reports_capacity(random_handler, clip):
+    import torch
+
+    from speakerscribe.errors import CapacityError
+
+    asr = random_handler.transcriber.models.asr
+    real = asr.transcribe
+    seen = []
+
+    def flaky(waveform, windows, opts, *args, **kwargs):
+        seen.append(opts.batch_size)
+        if opts.batch_size > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(waveform, windows, opts, *args, **kwargs)
+
+    asr.transcribe = flaky
+    try:
+        out = random_handler(body(clip, vad_filter=False, batch_size=8))
+        assert seen == [8, 4, 2, 1] and out["chunks"]
+
+        def always(*args, **kwargs):
+            raise torch.OutOfMemoryError("CUDA out of memory.")
+
+        asr.transcribe = always
+        with pytest.raises(CapacityError, match="batch size 1"):
+            random_handler(body(clip, vad_filter=False, batch_size=2))
+    finally:
+        asr.transcribe = real

@@ -1,0 +1,49 @@
+"""The benchmark scripts run (tiny sizes) and print what they promise, so they do not rot between measurements.
+Speed itself is measured by the scripts, never asserted here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str, timeout: int = 900) -> str:
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_merge_scaling_prints_a_ratio():
+    out = run("benchmarks/merge_scaling.py", "--hours", "0.5", "--repeats", "1")
+    assert re.search(r"speed-up \(median\): \d+x", out)
+
+
+def test_throughput_compares_with_the_original(real_models):
+    out = run("benchmarks/throughput.py", "--model", "whisper-tiny.en", "--minutes", "0.5", "--repeats", "1")
+    assert re.search(r"ours / original real-time factor: [\d.]+x", out)
+    assert "| original |" in out and "| ours |" in out
+
+
+def test_gpu_floor_script_runs_on_cpu(real_models):
+    out = run(
+        "benchmarks/gpu_floor.py",
+        "--tokenizer",
+        str(real_models / "whisper-base"),
+        "--arch",
+        "tiny",
+        "--minutes",
+        "0.5",
+        "--tokens",
+        "8",
+        "--clip-repeats",
+        "1",
+        "--clip-seconds",
+        "4",
+    )
+    assert "| tiny | original (pipeline) |" in out and "| tiny | ours" in out
