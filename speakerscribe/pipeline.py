@@ -82,15 +82,22 @@ def load_models(settings: ModelSettings, model_dir: str | None = None) -> Models
 class Transcriber:
     """Runs requests against loaded models. Holds no per-request state, so concurrent calls are safe."""
 
-    def __init__(self, models: Models, max_audio_seconds: float = 4 * 3600.0, vad_options: VadOptions = VadOptions()):
+    def __init__(
+        self,
+        models: Models,
+        max_audio_seconds: float = 4 * 3600.0,
+        vad_options: VadOptions = VadOptions(),
+        overlap: bool = True,
+    ):
         self.models = models
+        self.overlap = overlap
         self.max_audio_seconds = max_audio_seconds
         self.vad_options = vad_options
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="diarize")
 
     @classmethod
     def from_settings(cls, settings: ModelSettings, model_dir: str | None = None) -> Transcriber:
-        return cls(load_models(settings, model_dir), settings.max_audio_seconds)
+        return cls(load_models(settings, model_dir), settings.max_audio_seconds, overlap=settings.overlap_diarization)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -155,13 +162,15 @@ class Transcriber:
         report("speech", 1, 1)
         windows = plan_windows(regions, waveform.samples, float(cfg.chunk_length_s))
         if cfg.assisted == "auto":
-            opts = AsrOptions(
-                **{**opts.__dict__, "assisted": self.models.asr.assistant is not None and len(windows) == 1}
-            )
+            # speculative decoding pays off at batch 1 on a GPU, i.e. for audio that fits one window
+            wins = self.models.asr.assistant is not None and len(windows) == 1 and self.models.placement.is_cuda
+            opts = AsrOptions(**{**opts.__dict__, "assisted": wins})
 
         future = None
         if diarizer is not None and windows:
             future = self._pool.submit(self._diarize, waveform, cfg)
+            if not self.overlap:  # sequential: diarization first, then ASR
+                future.result()
         with stage("asr"):
             transcript = self._transcribe(
                 waveform, windows, opts, lambda done, total: report("transcribe", done, total), timings

@@ -33,6 +33,7 @@ class ModelSettings(BaseSettings):
     vad: Literal["silero", "none"] = Field("silero", description="speech activity gate before Whisper")
     max_new_tokens: int | None = Field(None, ge=1, le=448, description="cap on tokens per 30 s window")
     allow_tf32: bool = Field(True, description="TF32 matmul on Ampere+ GPUs (restored after pyannote calls)")
+    overlap_diarization: bool = Field(True, description="run diarization alongside ASR instead of before it")
     static_cache: bool = Field(
         False, description="static KV cache (compiled decoder step on CUDA), warmed up at start; opt-in"
     )

@@ -288,3 +288,17 @@ def test_out_of_memory_retries_with_smaller_batches_then_reports_capacity(random
             random_handler(body(clip, vad_filter=False, batch_size=2))
     finally:
         asr.transcribe = real
+
+
+def test_sequential_diarization_gives_the_same_result(random_models, clip):
+    env = {
+        "ASR_MODEL": str(random_models.whisper_en),
+        "DIARIZATION_MODEL": str(random_models.pipeline),
+        "MAX_NEW_TOKENS": "24",
+    }
+    sequential = make_handler(**env, OVERLAP_DIARIZATION="false")
+    overlapped = make_handler(**env)
+    a = sequential(body(clip, vad_filter=False))
+    b = overlapped(body(clip, vad_filter=False))
+    assert a["speakers"] == b["speakers"] and a["speakers"]
+    assert sequential.transcriber.overlap is False and overlapped.transcriber.overlap is True
