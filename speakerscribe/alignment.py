@@ -8,6 +8,7 @@ weights are read by hooks on the heads' query and key projections, so any attent
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -87,12 +88,14 @@ def capture_cross_attention(model, alignment_heads: list[tuple[int, int]]):
     layers = sorted({layer for layer, _ in alignment_heads})
     captured: dict[tuple[int, str], torch.Tensor] = {}
     handles = []
+    owner = threading.get_ident()  # hooks are per module: ignore forward passes of concurrent requests
     for layer in layers:
         attn = decoder.layers[layer].encoder_attn
         for name in ("q_proj", "k_proj"):
 
             def hook(_module, _inputs, output, key=(layer, name)):
-                captured[key] = output.detach()
+                if threading.get_ident() == owner:
+                    captured[key] = output.detach()
 
             handles.append(getattr(attn, name).register_forward_hook(hook))
 

@@ -167,12 +167,14 @@ def attribute_chunks(chunks: tuple[Chunk, ...] | list[Chunk], turns) -> list[Utt
     timeline = build_timeline(turns)
     if timeline.empty or not chunks:
         return []
-    who = assign(timeline, [c.start for c in chunks], [c.end for c in chunks])
-    out = []
-    for c, k in zip(chunks, who):
-        words = tuple(_with_speaker(w, timeline.labels[k]) for w in c.words)
-        out.append(Utterance(timeline.labels[k], c.start, c.end, c.text, words))
-    return out
+    n = len(chunks)
+    starts = np.fromiter((c.start for c in chunks), dtype=np.float64, count=n)
+    ends = np.fromiter((c.end for c in chunks), dtype=np.float64, count=n)
+    speakers = [timeline.labels[k] for k in assign(timeline, starts, ends).tolist()]
+    return [
+        Utterance(who, c.start, c.end, c.text, tuple(_with_speaker(w, who) for w in c.words) if c.words else ())
+        for c, who in zip(chunks, speakers)
+    ]
 
 
 def attribute_words(chunks: tuple[Chunk, ...] | list[Chunk], turns) -> list[Utterance]:

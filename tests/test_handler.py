@@ -302,3 +302,18 @@ def test_sequential_diarization_gives_the_same_result(random_models, clip):
     b = overlapped(body(clip, vad_filter=False))
     assert a["speakers"] == b["speakers"] and a["speakers"]
     assert sequential.transcriber.overlap is False and overlapped.transcriber.overlap is True
+
+
+def test_concurrent_requests_give_the_same_answers_as_sequential_ones(random_handler, clip):
+    from concurrent.futures import ThreadPoolExecutor
+
+    other = wav_bytes(speechlike(9.0, seed=7))
+    requests = [
+        body(clip, vad_filter=False, return_timestamps="word"),
+        body(other, vad_filter=False, return_timestamps="word"),
+    ] * 2
+    sequential = [random_handler(r) for r in requests]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        concurrent = list(pool.map(random_handler, requests))
+    for a, b in zip(sequential, concurrent):
+        assert a["chunks"] == b["chunks"] and a["speakers"] == b["speakers"]
