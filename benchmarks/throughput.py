@@ -51,6 +51,19 @@ def conversation(minutes: float, speech_dir: Path):
     return buf.getvalue(), reference, turns, len(audio) / rate
 
 
+def timed_entries(speakers: list[dict], duration: float) -> list[tuple[float, float, str]]:
+    """(start, end, speaker) of response entries; the transformers pipeline can leave a start or an end null (a
+    missing timestamp): a null start takes the previous entry's end (0 first), a null end the audio's duration."""
+    out, previous_end = [], 0.0
+    for u in speakers:
+        start, end = u["timestamp"]
+        start = previous_end if start is None else start
+        end = duration if end is None else end
+        out.append((start, end, u["speaker"]))
+        previous_end = end
+    return out
+
+
 def time_attribution(turns, entries) -> float:
     """Share of transcript time whose speaker label maps (majority vote) to the true speaker, 10 ms grid."""
     if not entries:
@@ -125,6 +138,7 @@ def main() -> int:
     for _ in range(args.repeats):
         for name, fn in systems:
             runs[name].append(fn())
+            print(f"{name}: {runs[name][-1][2]:.1f} s", file=sys.stderr, flush=True)
 
     print(
         f"audio: {duration:.0f} s two-speaker conversation; model {args.model}; "
@@ -137,10 +151,7 @@ def main() -> int:
         walls = [r[2] for r in runs[name]]
         out = runs[name][-1][0]
         stages = {k: statistics.median(r[1].get(k, 0.0) for r in runs[name]) for k in runs[name][-1][1]}
-        entries = [
-            (u["timestamp"][0], u["timestamp"][1] if u["timestamp"][1] is not None else duration, u["speaker"])
-            for u in out["speakers"]
-        ]
+        entries = timed_entries(out["speakers"], duration)
         wall = statistics.median(walls)
         summary[name] = {
             "rtf": duration / wall,

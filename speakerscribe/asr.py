@@ -158,6 +158,9 @@ class WhisperEngine:
                     f"ASR_MODEL has {model.config.vocab_size}: a draft model must share the tokenizer"
                 )
             assistant.to(placement.device).eval()
+            # speculative decoding gives the draft a token budget per step (max_new_tokens); a max_length in its
+            # generation config too (Whisper checkpoints set 448) makes transformers warn on every draft step
+            assistant.generation_config.max_length = None
         quiet_generation_warnings()
         return cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens, static_cache)
 

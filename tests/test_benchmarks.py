@@ -47,3 +47,17 @@ def test_gpu_floor_script_runs_on_cpu(real_models):
         "4",
     )
     assert "| tiny | original (pipeline) |" in out and "| tiny | ours" in out
+
+
+def test_null_pipeline_timestamps_are_filled_before_scoring():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from throughput import time_attribution, timed_entries
+
+    speakers = [
+        {"speaker": "A", "timestamp": (None, 2.0)},
+        {"speaker": "B", "timestamp": (None, 5.0)},
+        {"speaker": "B", "timestamp": (5.5, None)},
+    ]
+    assert timed_entries(speakers, 9.0) == [(0.0, 2.0, "A"), (2.0, 5.0, "B"), (5.5, 9.0, "B")]
+    turns = [("x", 0.0, 2.0), ("y", 2.0, 9.0)]
+    assert time_attribution(turns, timed_entries(speakers, 9.0)) == 1.0

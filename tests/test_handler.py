@@ -111,6 +111,14 @@ def test_speculative_decoding_gives_exactly_the_greedy_output(random_handler, cl
     assert assisted["chunks"] == plain["chunks"]
 
 
+def test_speculative_decoding_does_not_warn_on_every_draft_step(random_handler, clip, capfd):
+    # Whisper generation configs set max_length 448; left on the draft, transformers logs a warning per draft step
+    assert random_handler.transcriber.models.asr.assistant.generation_config.max_length is None
+    capfd.readouterr()
+    random_handler(body(clip, vad_filter=False, assisted=True))
+    assert "seem to have been set" not in capfd.readouterr().err
+
+
 def test_assisted_auto_runs_and_matches(random_handler, clip):
     auto = random_handler(body(clip, vad_filter=False, assisted="auto", batch_size=1))
     plain = random_handler(body(clip, vad_filter=False, batch_size=1))
