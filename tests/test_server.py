@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -262,25 +263,28 @@ def test_body_too_large_is_413(guarded):
 
 
 def test_full_queue_is_503_with_retry_after(guarded):
+    # one slot, no queue: of requests sent at the same instant, one is processed (hundreds of ms) and those arriving
+    # meanwhile (a few ms later) are turned away at once. No sleep-based guess of when the first one is running.
     audio = wav_bytes(speechlike(15.0, seed=3))  # ~640 kB as base64, under the 1 MB limit
     body = {
         "inputs": base64.b64encode(audio).decode(),
         "parameters": {"vad_filter": False, "batch_size": 1, "chunk_length_s": 2},
     }
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    results = {}
+    senders = 4
+    start = threading.Barrier(senders)
 
-    def slow():
-        results["first"] = requests.post(guarded.url + "/predict", json=body, headers=headers, timeout=300)
+    def send(_):
+        start.wait()
+        return requests.post(guarded.url + "/predict", json=body, headers=headers, timeout=300)
 
-    t = threading.Thread(target=slow)
-    t.start()
-    time.sleep(1.5)  # the first request is now being processed
-    second = requests.post(guarded.url + "/predict", json=body, headers=headers, timeout=60)
-    t.join()
-    assert results["first"].status_code == 200
-    assert second.status_code == 503 and second.headers.get("Retry-After")
-    assert "busy" in second.json()["error"]
+    with ThreadPoolExecutor(max_workers=senders) as pool:
+        answers = list(pool.map(send, range(senders)))
+    statuses = sorted(r.status_code for r in answers)
+    assert set(statuses) == {200, 503}, statuses
+    for r in answers:
+        if r.status_code == 503:
+            assert r.headers.get("Retry-After") and "busy" in r.json()["error"]
 
 
 def test_one_structured_log_line_per_request_without_secrets(guarded):
