@@ -212,11 +212,11 @@ class WhisperEngine:
             return self._transcribe(waveform, windows, opts, progress, clock)
 
     def _transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress, clock) -> Transcript:
+        language, language_prob = opts.language or (None if self.multilingual else "en"), None
         if not windows:
-            return Transcript(chunks=(), language=opts.language or (None if self.multilingual else "en"))
+            return Transcript(chunks=(), language=language)
         order = sorted(range(len(windows)), key=lambda i: windows[i].end - windows[i].start, reverse=True)
         step = 1 if opts.assisted else max(1, opts.batch_size)
-        language, language_prob = opts.language or (None if self.multilingual else "en"), None
         decoded: dict[int, _Decoded] = {}
         for b in range(0, len(order), step):
             idx = order[b : b + step]
@@ -335,7 +335,7 @@ class WhisperEngine:
             for w, g in zip(windows, generated)
         ]
         with clock("asr_score"):
-            self._score(enc.last_hidden_state, generated, language, opts, out, windows)
+            self._score(enc.last_hidden_state, prompt, generated, opts, out, windows)
         return out
 
     def _strip_prompt(self, ids: list[int]) -> list[int]:
@@ -351,16 +351,16 @@ class WhisperEngine:
     def _score(
         self,
         encoder_states,
+        prompt: list[int],
         generated: list[list[int]],
-        language: str,
         opts: AsrOptions,
         out: list[_Decoded],
         windows: list[Span],
     ) -> None:
-        """Teacher-forced pass: no-speech probability, mean log-probability, and cross-attention for words."""
+        """Teacher-forced pass over ``prompt`` + each generated row: no-speech probability, mean log-probability,
+        and cross-attention for words."""
         import torch
 
-        prompt = self.prompt_ids(language, opts.task, opts.prompt)
         p = len(prompt)
         sot_at = prompt.index(self.sot)
         rows = [prompt + g + [self.eos] for g in generated]
