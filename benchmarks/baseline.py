@@ -33,9 +33,13 @@ def nearest_end_merge(turns: list[dict[str, Any]], chunks: list[dict[str, Any]])
 
 
 def join_turns(annotation) -> list[dict[str, Any]]:
-    """Consecutive diarizer segments of the same speaker joined into turns (the original's loop, fixed for empty
-    input so the benchmark can run on any audio)."""
-    segments = [(seg.start, seg.end, label) for seg, _, label in annotation.itertracks(yield_label=True)]
+    """A pyannote annotation's segments joined into turns (see :func:`join_segments`)."""
+    return join_segments((seg.start, seg.end, label) for seg, _, label in annotation.itertracks(yield_label=True))
+
+
+def join_segments(segments) -> list[dict[str, Any]]:
+    """Consecutive (start, end, speaker) segments of the same speaker joined into turns (the original's loop, fixed
+    for empty input so the benchmark can run on any audio)."""
     joined: list[dict[str, Any]] = []
     for start, end, label in segments:
         if joined and joined[-1]["speaker"] == label:

@@ -51,18 +51,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    from baseline import nearest_end_merge
+    from baseline import join_segments, nearest_end_merge
 
     from speakerscribe.merge import assign, attribute_chunks, timeline_from_arrays
 
     chunks, turns = synthetic(args.hours)
     chunk_dicts = [{"timestamp": (c.start, c.end), "text": c.text} for c in chunks]
-    joined = []
-    for t in turns:
-        if joined and joined[-1]["speaker"] == t.speaker:
-            joined[-1]["segment"]["end"] = t.end
-        else:
-            joined.append({"segment": {"start": t.start, "end": t.end}, "speaker": t.speaker})
+    joined = join_segments((t.start, t.end, t.speaker) for t in turns)
 
     def clock(fn, repeats):
         times = []
