@@ -18,7 +18,8 @@ import types
 
 import numpy as np
 
-SAMPLE_RATE = 16000
+from .records import SAMPLE_RATE
+
 FRAME_HOP = 320  # samples per CAM++ output frame: 10 ms fbank hop, time stride 2
 
 
@@ -35,6 +36,7 @@ def file_frames(model, waveform, block_s: float = 10.0, context_s: float = 2.5, 
     block = int(block_s * SAMPLE_RATE) // FRAME_HOP * FRAME_HOP
     context = int(context_s * SAMPLE_RATE) // FRAME_HOP * FRAME_HOP
     starts = list(range(0, samples, block)) or [0]
+    skip, width = context // FRAME_HOP, block // FRAME_HOP  # frames dropped at each side, frames kept per block
     out = None
     for first in range(0, len(starts), batch):
         group = starts[first : first + batch]
@@ -45,8 +47,6 @@ def file_frames(model, waveform, block_s: float = 10.0, context_s: float = 2.5, 
         feats = model.campplus.frames(model.compute_fbank(pieces))  # (g, C, ~ (block + 2 context) / 320)
         if out is None:
             out = torch.zeros(feats.shape[1], n_frames, dtype=feats.dtype, device=feats.device)
-        skip = context // FRAME_HOP
-        width = block // FRAME_HOP
         for i, s in enumerate(group):
             f0 = s // FRAME_HOP
             take = min(width, n_frames - f0)
