@@ -1,10 +1,17 @@
-"""Accuracy table on the festival conversations with the offline default models (README "Accuracy").
+"""Accuracy tables with the offline default models (README "Accuracy").
 
-    .venv/bin/python benchmarks/accuracy.py [--models models]
+    .venv/bin/python benchmarks/accuracy.py [--sets festival ami] [--splits train development] [--models models]
 
-Prints one row per (model, conversation): WER (Whisper English normaliser), DER of the diarizer's exclusive
+``festival``: one row per (model, conversation): WER (Whisper English normaliser), DER of the diarizer's exclusive
 turns (collar 0.25 s) with its missed/false-alarm/confusion parts, speakers found, share of words attributed to the
 right speaker, and the real-time factor on this machine.
+
+``ami``: real meetings (pyannote.audio's AMI excerpts, ``data/ami``), default request parameters. Per file and in
+total for each split: DER (collar 0.25, overlap scored, inside the UEM) of the ``speakers`` entries, of the
+diarizer alone and of its exclusive output; speaker count (diarizer and entries) against the reference; transcript
+coverage (share of reference speech time covered by transcript words, pauses under 1 s bridged); and the share of
+words on a right speaker where one person talks and where several overlap. ``--splits test`` is the untuned
+measurement: report it, never tune on it.
 """
 
 from __future__ import annotations
@@ -29,13 +36,71 @@ def conversations(speech_dir: Path):
     }
 
 
+def ami_table(models: Path, data: Path, splits: list[str], asr: str) -> None:
+    from speakerscribe.audio import decode_audio
+    from speakerscribe.offline import ami
+    from speakerscribe.offline.evaluation import evaluate_recording, summarise
+    from speakerscribe.pipeline import Transcriber
+    from speakerscribe.response import endpoint_response
+    from speakerscribe.settings import InferenceConfig, ModelSettings
+
+    nan = float("nan")
+    folder = ami.prepare(data)
+    settings = ModelSettings(asr_model=str(models / asr), diarization_model=str(models / "diarization"))
+    transcriber = Transcriber.from_settings(settings)
+    print(f"\nAMI excerpts, {asr} + diarization, default parameters")
+    print(
+        "| split | file | ref spk | diarizer spk | entry spk | DER entries | DER diarizer | DER exclusive "
+        "| coverage | words | words right (single / overlap) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    by_split: dict[str, list[dict]] = {}
+    for rec in ami.load(folder, tuple(splits)):
+        result = transcriber.run(decode_audio(rec.wav.read_bytes())[0], InferenceConfig())
+        row = evaluate_recording(rec, endpoint_response(result, words=True), result.diarization)
+        by_split.setdefault(rec.split, []).append(row)
+        print(
+            f"| {rec.split} | {rec.uri} | {row['reference_speakers']} | {row.get('diarizer_speakers', 0)} "
+            f"| {row['entry_speakers']} | {row['der_entries']:.3f} | {row.get('der_diarizer', 1.0):.3f} "
+            f"| {row.get('der_exclusive', 1.0):.3f} | {row['coverage']:.3f} | {row['words']} "
+            f"| {row.get('words_single_right', nan):.2f} / {row.get('words_overlap_right', nan):.2f} |",
+            flush=True,
+        )
+    print(
+        "\n| split | files | empty | coverage (min) | count exact diarizer / entries | DER entries | DER diarizer "
+        "| DER exclusive | words right single / overlap |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    groups = dict(by_split)
+    if len(groups) > 1 and "test" not in groups:
+        groups["+".join(groups)] = [r for rows in by_split.values() for r in rows]
+    for split, rows in groups.items():
+        t = summarise(rows)
+        print(
+            f"| {split} | {t['files']} | {t['empty']} | {t['coverage']:.3f} ({t['min_coverage']:.3f}) "
+            f"| {t['count_exact_diarizer']} / {t['count_exact_entries']} | {t['der_entries']:.3f} "
+            f"| {t['der_diarizer']:.3f} | {t['der_exclusive']:.3f} "
+            f"| {t['words_single_right']:.3f} / {t['words_overlap_right']:.3f} |"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, default=REPO / "models")
     parser.add_argument("--speech", type=Path, default=REPO / ".cache" / "speech")
+    parser.add_argument("--data", type=Path, default=REPO / "data" / "ami")
+    parser.add_argument("--sets", nargs="+", choices=["festival", "ami"], default=["festival", "ami"])
+    parser.add_argument(
+        "--splits", nargs="+", choices=["train", "development", "test"], default=["train", "development"]
+    )
+    parser.add_argument("--ami-model", default="whisper-base", help="ASR model folder for the AMI table")
     args = parser.parse_args()
     os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if "ami" in args.sets:
+        ami_table(args.models, args.data, args.splits, args.ami_model)
+    if "festival" not in args.sets:
+        return 0
     from speakerscribe.audio import decode_audio
     from speakerscribe.offline.evaluation import der, wer, word_attribution
     from speakerscribe.pipeline import Models, Transcriber, load_models

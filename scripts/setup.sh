@@ -6,11 +6,13 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 
-if ! command -v text2wave >/dev/null 2>&1 || [ ! -d /usr/share/festival/voices/italian/lp_diphone ]; then
+if ! command -v text2wave >/dev/null 2>&1 || [ ! -d /usr/share/festival/voices/italian/lp_diphone ] \
+  || [ ! -d /usr/share/festival/voices/english/ked_diphone ]; then
   echo "== installing festival (speech synthesis for the sample conversation and the tests)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
   $SUDO apt-get update -qq || true
-  $SUDO apt-get install -y -qq --no-install-recommends festival festvox-kallpc16k festvox-us-slt-hts festvox-italp16k >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts \
+    festvox-italp16k >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -28,3 +30,5 @@ fi
 
 echo "== preparing offline models in models/"
 PYANNOTE_METRICS_ENABLED=false "$VENV/bin/python" -m speakerscribe.offline.prepare --out models
+echo "== preparing real meeting recordings (AMI excerpts) in data/ami/"
+"$VENV/bin/python" -m speakerscribe.offline.ami --out data/ami

@@ -3,8 +3,8 @@
 Every turn is synthesised on its own, resampled to 16 kHz and placed after a chosen pause, so the true turn times
 follow from the clip lengths. Results are cached by content: the same script gives the same files.
 
-Needs Debian's festival: ``apt-get install -y --no-install-recommends festival festvox-kallpc16k festvox-us-slt-hts
-festvox-italp16k`` (the last one, an Italian female voice "I", only for language-detection tests).
+Needs Debian's festival: ``apt-get install -y --no-install-recommends festival festvox-kallpc16k festvox-kdlpc16k
+festvox-us-slt-hts festvox-italp16k`` (the last one, an Italian female voice "I", only for language-detection tests).
 """
 
 from __future__ import annotations
@@ -22,10 +22,15 @@ import numpy as np
 
 from ..records import SAMPLE_RATE
 
-VOICES = {"A": "(voice_kal_diphone)", "B": "(voice_cmu_us_slt_arctic_hts)", "I": "(voice_lp_diphone)"}
+VOICES = {
+    "A": "(voice_kal_diphone)",  # US male, diphone
+    "B": "(voice_cmu_us_slt_arctic_hts)",  # US female, HTS
+    "C": "(voice_ked_diphone)",  # a second US male diphone voice: the hard pair with "A"
+    "I": "(voice_lp_diphone)",  # Italian female (language detection)
+}
 FESTIVAL_HINT = (
     "festival is needed to synthesise test speech: apt-get install -y --no-install-recommends "
-    "festival festvox-kallpc16k festvox-us-slt-hts festvox-italp16k"
+    "festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts festvox-italp16k"
 )
 
 
@@ -157,6 +162,22 @@ _SENTENCES_B = [
     "Please remind me to call the supplier.",
 ]
 _BACKCHANNELS = ["Uh huh.", "Right.", "Okay.", "Yes.", "I see."]
+
+# Three people, two of them male diphone voices (A and C) that are much closer to each other than to B.
+THREE_SPEAKERS = [
+    Line("A", "Thanks for coming. We have three items on the agenda this afternoon."),
+    Line("C", "Before we start, I moved the review to next Tuesday."),
+    Line("B", "That works for me. Who is taking the notes today?"),
+    Line("C", "I can take them, and I will send them out tonight."),
+    Line("A", "Good. The first item is the new office in the north."),
+    Line("B", "The lease is signed, and the furniture arrives next week."),
+    Line("C", "The network will be ready on Monday, if the supplier is on time."),
+    Line("A", "And the second item is hiring for the support team."),
+    Line("C", "We interviewed five people and two of them were excellent."),
+    Line("B", "Let us make both offers before the end of the month."),
+    Line("A", "Agreed. The last item is the budget for next year."),
+    Line("C", "I will prepare the numbers and share them on Friday."),
+]
 
 
 def long_conversation(
