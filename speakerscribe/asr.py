@@ -12,7 +12,18 @@ Per batch of windows (longest first, so similar lengths decode together):
 5. segments and words placed at the window's real start time.
 
 A window whose no-speech probability is above ``no_speech_threshold`` while its mean log-probability is below
-``logprob_threshold`` is treated as silence (Whisper's own rule), as is one whose text is a runaway repetition.
+``logprob_threshold`` is treated as silence (Whisper's own rule).
+
+Failures are recovered, never dropped (openai-whisper's and faster-whisper's rules):
+
+* a row stops decoding as soon as its text ends in a repetition loop (:func:`~.whisper_tokens.ends_in_loop`);
+* a window that loops, whose compression ratio is above ``compression_ratio_threshold`` or whose mean
+  log-probability is below ``logprob_threshold`` is decoded again by sampling at each temperature of
+  ``fallback_temperatures`` in turn, until one passes; if none does, the best attempt is kept (the most likely
+  one that does not loop, else the least repetitive);
+* a window that still loops keeps its segments before the loop, and the rest of it is decoded again as shorter
+  windows cut at the quietest points (halving, ``MAX_SPLIT_DEPTH`` times); what still loops after that is cut
+  after the first copy of the repeated text.
 """
 
 from __future__ import annotations
@@ -30,13 +41,19 @@ from .errors import InputError, ModelLoadError, short_message
 from .languages import normalise_language
 from .records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform, Word
 from .runtime import Placement, quiet_generation_warnings
-from .whisper_tokens import RawSegment, compression_ratio, group_words, split_segments
+from .whisper_tokens import RawSegment, compression_ratio, ends_in_loop, find_loop, group_words, split_segments
+from .windows import plan_windows
 
 logger = logging.getLogger(__name__)
 
 WINDOW_S = 30.0
 DETECT_WINDOWS = 8  # longest windows used to detect the language
 _LOGIT_ROWS = 2048  # rows of (tokens x vocab) logits computed at a time in the scoring pass
+FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)
+MAX_SPLIT_DEPTH = 2  # a looping window is re-decoded in halves at most this many times
+MIN_SPLIT_S = 2.0  # a looping remainder shorter than this is not re-decoded, only cut after the loop
+_LOOP_TAIL = 160  # generated tokens (text and timestamps) examined for a loop at each step
+FALLBACK_SEED = 0  # sampling is seeded, so a request gives the same words every time
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,7 @@ class AsrOptions:
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
     compression_ratio_threshold: float = 2.4
+    fallback_temperatures: tuple[float, ...] = FALLBACK_TEMPERATURES  # () turns recovery off
 
 
 @dataclass
@@ -63,6 +81,46 @@ class _Decoded:
     text_positions: list[int] = field(default_factory=list)
     no_speech_prob: float = 0.0
     avg_logprob: float = 0.0
+    temperature: float = 0.0
+    text: str = ""
+    compression_ratio: float = 0.0
+    loops: bool = False  # the text holds a repetition loop (find_loop)
+
+    def is_silence(self, opts: AsrOptions) -> bool:
+        """Whisper's no-speech rule: likely silence, and nothing was decoded with confidence."""
+        return self.no_speech_prob > opts.no_speech_threshold and self.avg_logprob < opts.logprob_threshold
+
+    def repeats(self, opts: AsrOptions) -> bool:
+        return self.loops or self.compression_ratio > opts.compression_ratio_threshold
+
+    def failed(self, opts: AsrOptions) -> bool:
+        """Needs another attempt: a loop, repetitive text, or low confidence (and not silence)."""
+        if self.is_silence(opts) or not self.segments:
+            return False
+        return self.repeats(opts) or self.avg_logprob < opts.logprob_threshold
+
+
+def _best_attempt(attempts: list[_Decoded], opts: AsrOptions) -> _Decoded:
+    """The most likely attempt that does not repeat itself; if all do, the least repetitive."""
+    clean = [d for d in attempts if not d.repeats(opts)]
+    if clean:
+        return max(clean, key=lambda d: d.avg_logprob)
+    return min(attempts, key=lambda d: (d.loops, d.compression_ratio))
+
+
+class _StopOnLoop:
+    """Stopping criterion: a row is finished once its generated text tokens end in a repetition loop."""
+
+    def __init__(self, prompt_length: int, eos: int):
+        self.prompt_length = prompt_length
+        self.eos = eos
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        rows = input_ids[:, self.prompt_length :].tolist()
+        done = [ends_in_loop([t for t in row[-_LOOP_TAIL:] if t < self.eos]) for row in rows]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
 class StageClock:
@@ -215,9 +273,24 @@ class WhisperEngine:
         language, language_prob = opts.language or (None if self.multilingual else "en"), None
         if not windows:
             return Transcript(chunks=(), language=language)
+        decoded, language, detected = self._decode_windows(waveform, windows, opts, language, progress, clock)
+        language_prob = detected if detected is not None else language_prob
+        if self.min_new_tokens is None and opts.fallback_temperatures:
+            decoded = self._split_loops(waveform, decoded, opts, language, clock)
+        chunks: list[Chunk] = []
+        for d in sorted(decoded, key=lambda d: d.window.start):
+            chunks.extend(self._chunks(d, waveform.duration, language, opts))
+        return Transcript(chunks=tuple(chunks), language=language, language_probability=language_prob)
+
+    def _decode_windows(
+        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, language: str | None, progress, clock
+    ) -> tuple[list[_Decoded], str, float | None]:
+        """Every window decoded (longest first, in batches); returns them in ``windows`` order, the language, and
+        its probability when it was detected here."""
         order = sorted(range(len(windows)), key=lambda i: windows[i].end - windows[i].start, reverse=True)
         step = 1 if opts.assisted else max(1, opts.batch_size)
         decoded: dict[int, _Decoded] = {}
+        probability = None
         for b in range(0, len(order), step):
             idx = order[b : b + step]
             batch = [windows[i] for i in idx]
@@ -227,15 +300,37 @@ class WhisperEngine:
                 enc = self.encode(features)
             if language is None:  # the first batch holds the longest windows: detect from their encodings
                 with clock("asr_language"):
-                    language, language_prob = self.detect_language(enc, batch)
+                    language, probability = self.detect_language(enc, batch)
             for i, d in zip(idx, self._decode_batch(enc, batch, language, opts, clock)):
                 decoded[i] = d
             if progress is not None:
                 progress(len(decoded), len(windows))
-        chunks: list[Chunk] = []
-        for i in range(len(windows)):
-            chunks.extend(self._chunks(decoded[i], waveform.duration, language, opts))
-        return Transcript(chunks=tuple(chunks), language=language, language_probability=language_prob)
+        return [decoded[i] for i in range(len(windows))], language, probability
+
+    def _split_loops(
+        self, waveform: Waveform, decoded: list[_Decoded], opts: AsrOptions, language: str, clock
+    ) -> list[_Decoded]:
+        """Windows that still loop keep their text before the loop; the rest is decoded again in shorter windows
+        cut at the quietest points. After ``MAX_SPLIT_DEPTH`` halvings a loop is cut after its first copy."""
+        done = list(decoded)
+        for depth in range(1, MAX_SPLIT_DEPTH + 1):
+            retry: list[Span] = []
+            for d in done:
+                if not d.repeats(opts) or d.is_silence(opts):
+                    continue
+                rest = _keep_before_loop(d)
+                if rest is not None and rest.end - rest.start >= MIN_SPLIT_S:
+                    half = max(MIN_SPLIT_S, (rest.end - rest.start) / 2)
+                    retry.extend(plan_windows([rest], waveform.samples, half))
+            if not retry:
+                break
+            logger.info("re-decoding %d shorter window(s) after a repetition loop (depth %d)", len(retry), depth)
+            again, _, _ = self._decode_windows(waveform, retry, opts, language, None, clock)
+            done.extend(again)
+        for d in done:
+            if d.loops:
+                _cut_loop(d)
+        return done
 
     def features(self, waveform: Waveform, windows: list[Span]):
         slices = [waveform.samples[int(w.start * SAMPLE_RATE) : int(round(w.end * SAMPLE_RATE))] for w in windows]
@@ -287,7 +382,7 @@ class WhisperEngine:
         Returns (B, len(prompt) + new) token ids.
         """
         import torch
-        from transformers import GenerationConfig, LogitsProcessorList
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
         from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
         from transformers.generation.utils import GenerationMixin
 
@@ -316,6 +411,8 @@ class WhisperEngine:
             # a fixed-size KV cache: with CUDA, transformers compiles the decoder step for it (CUDA graphs)
             config.cache_implementation = "static"
         kwargs = {"assistant_model": assistant} if assistant is not None else {}
+        if self.min_new_tokens is None:  # forced token counts (benchmarks) must not stop early
+            kwargs["stopping_criteria"] = StoppingCriteriaList([_StopOnLoop(len(prompt), self.eos)])
         return GenerationMixin.generate(
             self.model,
             encoder_outputs=encoder_outputs,
@@ -326,14 +423,65 @@ class WhisperEngine:
         )
 
     def _decode_batch(self, enc, windows: list[Span], language: str, opts: AsrOptions, clock) -> list[_Decoded]:
+        """Decode a batch of encoded windows; windows that fail are decoded again at higher temperatures."""
         prompt = self.prompt_ids(language, opts.task, opts.prompt)
+        assistant = self.assistant if opts.assisted else None
+        out = self._attempt(enc, windows, prompt, opts, clock, opts.temperature, assistant)
+        if self.min_new_tokens is not None:  # forced token counts (benchmarks): no recovery
+            return out
+        attempts = {i: [d] for i, d in enumerate(out) if d.failed(opts)}
+        failing = list(attempts)
+        for temperature in (t for t in opts.fallback_temperatures if t > opts.temperature):
+            if not failing:
+                break
+            sub = _select_rows(enc, failing)
+            retry = self._attempt(sub, [windows[i] for i in failing], prompt, opts, clock, temperature)
+            for i, d in zip(failing, retry):
+                attempts[i].append(d)
+            failing = [i for i, d in zip(failing, retry) if d.failed(opts)]
+        for i, tries in attempts.items():
+            out[i] = tries[-1] if i not in failing else _best_attempt(tries, opts)
+            if len(tries) > 1:
+                logger.info(
+                    "window %.1f-%.1f s: %d attempts, kept temperature %.1f (avg log-prob %.2f, compression %.2f%s)",
+                    windows[i].start,
+                    windows[i].end,
+                    len(tries),
+                    out[i].temperature,
+                    out[i].avg_logprob,
+                    out[i].compression_ratio,
+                    ", loops" if out[i].loops else "",
+                )
+        return out
+
+    def _attempt(
+        self, enc, windows: list[Span], prompt: list[int], opts: AsrOptions, clock, temperature: float, assistant=None
+    ) -> list[_Decoded]:
+        """One decoding of every row at ``temperature`` (seeded when sampling), scored."""
+        import torch
+
         with clock("asr_generate"):
-            sequences = self.generate(enc, prompt, self.assistant if opts.assisted else None, opts.temperature)
+            if temperature > 0:
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(FALLBACK_SEED)
+                    sequences = self.generate(enc, prompt, assistant, temperature)
+            else:
+                sequences = self.generate(enc, prompt, assistant, temperature)
             generated = [self._strip_prompt(s.tolist()[len(prompt) :]) for s in sequences]
-        out = [
-            _Decoded(window=w, segments=split_segments(g, self.timestamp_begin, self.eos))
-            for w, g in zip(windows, generated)
-        ]
+        out = []
+        for w, g in zip(windows, generated):
+            text_tokens = [t for t in g if t < self.eos]
+            text = self.tokenizer.decode(text_tokens, skip_special_tokens=True) if text_tokens else ""
+            out.append(
+                _Decoded(
+                    window=w,
+                    segments=split_segments(g, self.timestamp_begin, self.eos),
+                    temperature=temperature,
+                    text=text,
+                    compression_ratio=compression_ratio(text) if text.strip() else 0.0,
+                    loops=find_loop(text_tokens) is not None,
+                )
+            )
         with clock("asr_score"):
             self._score(enc.last_hidden_state, prompt, generated, opts, out, windows)
         return out
@@ -412,14 +560,8 @@ class WhisperEngine:
         return torch.log_softmax(logits, dim=-1).cpu().numpy()
 
     # ------------------------------------------------------------------------------------------- assembly
-    def _is_silence(self, d: _Decoded, opts: AsrOptions) -> bool:
-        if d.no_speech_prob > opts.no_speech_threshold and d.avg_logprob < opts.logprob_threshold:
-            return True
-        text = "".join(self.tokenizer.decode(list(s.token_ids), skip_special_tokens=True) for s in d.segments)
-        return len(text) > 40 and compression_ratio(text) > opts.compression_ratio_threshold * 1.5
-
     def _chunks(self, d: _Decoded, duration: float, language: str, opts: AsrOptions) -> list[Chunk]:
-        if not d.segments or self._is_silence(d, opts):
+        if not d.segments or d.is_silence(opts):
             return []
         w0 = d.window.start
         wlen = d.window.end - d.window.start
@@ -437,6 +579,8 @@ class WhisperEngine:
             if opts.word_timestamps and gen_positions:
                 seg_pos = gen_positions[position : position + len(seg.token_ids)]
                 words = self._words(list(seg.token_ids), seg_pos, d.token_times, start, end, w0, language)
+                if seg.end is None and words:  # never closed (a cut loop, the token limit): end at its last word
+                    end = floor = max(start, words[-1].end - w0)
             position += len(seg.token_ids)
             if not text.strip():
                 continue
@@ -471,6 +615,56 @@ class WhisperEngine:
             end = min(max(times.get(end_pos, seg_end), start), seg_end)
             words.append(Word(text=text, start=round(offset + start, 3), end=round(offset + end, 3)))
         return tuple(words)
+
+
+def _select_rows(encoder_outputs, rows: list[int]):
+    """The encoder outputs of some rows of a batch."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    return BaseModelOutput(last_hidden_state=encoder_outputs.last_hidden_state[rows])
+
+
+def _loop_segment(d: _Decoded) -> int:
+    """Index of the first segment that takes part in a repetition: the one where a token loop starts, else the
+    first segment whose text repeats the one before it; 0 when the repetition has no such structure."""
+    tokens = [t for seg in d.segments for t in seg.token_ids]
+    found = find_loop(tokens)
+    if found is not None:
+        ends = np.cumsum([len(seg.token_ids) for seg in d.segments])
+        return int(np.searchsorted(ends, found[0], side="right"))
+    for j in range(1, len(d.segments)):
+        if d.segments[j].token_ids == d.segments[j - 1].token_ids:
+            return j
+    return 0
+
+
+def _keep_before_loop(d: _Decoded) -> Span | None:
+    """Drop the segments from the loop on; returns the rest of the window (absolute seconds) to decode again."""
+    j = _loop_segment(d)
+    start = d.window.start + (d.segments[j].start if j < len(d.segments) else 0.0)
+    if j > 0:
+        start = max(start, d.window.start + (d.segments[j - 1].end or d.segments[j - 1].start))
+    d.segments = d.segments[:j]
+    d.loops, d.compression_ratio = False, 0.0
+    return Span(start, d.window.end) if start < d.window.end else None
+
+
+def _cut_loop(d: _Decoded) -> None:
+    """Keep the text up to the end of the repeated block's first copy."""
+    tokens = [t for seg in d.segments for t in seg.token_ids]
+    found = find_loop(tokens)
+    if found is None:
+        return
+    keep = found[0] + found[1]
+    out, used = [], 0
+    for seg in d.segments:
+        if used >= keep:
+            break
+        take = seg.token_ids[: keep - used]
+        out.append(seg if len(take) == len(seg.token_ids) else RawSegment(seg.start, None, take))
+        used += len(take)
+    d.segments = out
+    d.loops = False
 
 
 def _next(sorted_positions: list[int], pos: int) -> int:

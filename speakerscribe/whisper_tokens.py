@@ -102,3 +102,47 @@ def compression_ratio(text: str) -> float:
     """UTF-8 length over zlib-compressed length: above ~2.4 the text repeats itself (Whisper's loop signal)."""
     raw = text.encode("utf-8")
     return len(raw) / max(1, len(zlib.compress(raw)))
+
+
+# ------------------------------------------------------------------------------------------ repetition loops
+MAX_LOOP_PERIOD = 24  # longest repeated token block recognised as a loop
+MIN_LOOP_REPEATS = 4
+MIN_LOOP_TOKENS = 12  # a loop repeats at least this many tokens in all ("yeah," x 6, "ha" x 12)
+
+
+def _repeats_needed(period: int) -> int:
+    return max(MIN_LOOP_REPEATS, -(-MIN_LOOP_TOKENS // period))
+
+
+def find_loop(tokens: list[int] | tuple[int, ...]) -> tuple[int, int] | None:
+    """Earliest ``(start, period)`` where a block of ``period`` text tokens repeats itself back to back at least
+    ``max(4, 12 / period)`` times; None when the tokens never loop. ``tokens[: start + period]`` keeps the text
+    before the loop and one copy of the repeated block."""
+    n = len(tokens)
+    if n < MIN_LOOP_TOKENS:
+        return None
+    arr = np.asarray(tokens, dtype=np.int64)
+    best: tuple[int, int] | None = None
+    for period in range(1, min(MAX_LOOP_PERIOD, n // MIN_LOOP_REPEATS) + 1):
+        need = (_repeats_needed(period) - 1) * period  # consecutive positions k with tokens[k] == tokens[k + p]
+        if need + period > n:
+            continue
+        same = np.concatenate([[False], arr[period:] == arr[:-period], [False]])
+        edges = np.flatnonzero(np.diff(same.astype(np.int8)))
+        starts, ends = edges[::2], edges[1::2]
+        long_runs = starts[(ends - starts) >= need]
+        if long_runs.size and (best is None or long_runs[0] < best[0]):
+            best = (int(long_runs[0]), period)
+    return best
+
+
+def ends_in_loop(tokens: list[int]) -> bool:
+    """Whether the last tokens are a loop in :func:`find_loop`'s sense (cheap: checked at every decoding step)."""
+    n = len(tokens)
+    for period in range(1, MAX_LOOP_PERIOD + 1):
+        span = _repeats_needed(period) * period
+        if span > n:
+            continue
+        if tokens[n - span + period :] == tokens[n - span : n - period]:
+            return True
+    return False

@@ -1,0 +1,123 @@
+"""Recovery from Whisper failures: loop detection on hand-built token lists, keeping the text before a loop,
+choosing among attempts, and the temperature fallback on a model whose every window fails (random weights)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from audio_helpers import wav_bytes
+
+from speakerscribe.asr import AsrOptions, _best_attempt, _cut_loop, _Decoded, _keep_before_loop
+from speakerscribe.records import Span
+from speakerscribe.whisper_tokens import RawSegment, ends_in_loop, find_loop
+
+YEAH, COMMA = 101, 102
+SENTENCE = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+
+
+def test_find_loop_finds_the_first_copy_of_a_repeated_block():
+    tokens = SENTENCE + [YEAH, COMMA] * 8
+    assert find_loop(tokens) == (len(SENTENCE), 2)
+    assert tokens[: len(SENTENCE) + 2] == SENTENCE + [YEAH, COMMA]
+
+
+def test_find_loop_single_token_and_long_period():
+    assert find_loop([1, 2, 3] + [7] * 12) == (3, 1)
+    block = list(range(200, 220))  # a 20-token sentence said four times
+    assert find_loop([1, 2] + block * 4) == (2, 20)
+
+
+@pytest.mark.parametrize(
+    "tokens",
+    [
+        SENTENCE * 2,  # said twice: not a loop
+        [YEAH, COMMA] * 3 + SENTENCE,  # "yeah, yeah, yeah," is speech
+        [7] * 11,  # below the minimum repeated length
+        list(range(60)),
+    ],
+)
+def test_ordinary_speech_is_not_a_loop(tokens):
+    assert find_loop(tokens) is None
+    assert not ends_in_loop(tokens)
+
+
+def test_ends_in_loop_only_at_the_tail():
+    looping = SENTENCE + [YEAH, COMMA] * 6
+    assert ends_in_loop(looping)
+    assert not ends_in_loop(looping + SENTENCE)  # the loop ended: decoding goes on
+
+
+def _decoded(segments, loops=True, compression=3.0, logprob=-0.5, window=Span(10.0, 40.0)):
+    return _Decoded(
+        window=window,
+        segments=list(segments),
+        loops=loops,
+        compression_ratio=compression,
+        avg_logprob=logprob,
+        text="x",
+    )
+
+
+def test_keep_before_loop_keeps_whole_segments_and_returns_the_rest_of_the_window():
+    d = _decoded(
+        [
+            RawSegment(0.0, 4.0, tuple(SENTENCE)),
+            RawSegment(4.5, 9.0, tuple(SENTENCE[:5])),
+            RawSegment(9.0, None, tuple([YEAH, COMMA] * 10)),
+        ]
+    )
+    rest = _keep_before_loop(d)
+    assert [s.token_ids for s in d.segments] == [tuple(SENTENCE), tuple(SENTENCE[:5])]
+    assert rest == Span(19.0, 40.0)
+    assert not d.loops
+
+
+def test_keep_before_loop_when_repeated_segments_loop():
+    sentence = tuple(range(300, 330))  # too long a period for find_loop: caught as a repeated segment
+    d = _decoded([RawSegment(0.0, 3.0, (1, 2, 3)), *[RawSegment(3.0 + 2 * k, 5.0 + 2 * k, sentence) for k in range(4)]])
+    rest = _keep_before_loop(d)
+    assert len(d.segments) == 2 and rest == Span(15.0, 40.0)
+
+
+def test_cut_loop_keeps_one_copy_and_opens_the_segment():
+    d = _decoded([RawSegment(0.0, 2.0, tuple(SENTENCE)), RawSegment(2.0, None, tuple([YEAH, COMMA] * 10))])
+    _cut_loop(d)
+    assert [s.token_ids for s in d.segments] == [tuple(SENTENCE), (YEAH, COMMA)]
+    assert d.segments[-1].end is None and not d.loops
+
+
+def test_best_attempt_prefers_the_most_likely_attempt_that_does_not_repeat():
+    opts = AsrOptions()
+    looping = _decoded([], loops=True, compression=1.5, logprob=-0.2)
+    repetitive = _decoded([], loops=False, compression=2.9, logprob=-0.3)
+    unsure = _decoded([], loops=False, compression=1.4, logprob=-1.4)
+    less_unsure = _decoded([], loops=False, compression=1.6, logprob=-1.1)
+    assert _best_attempt([looping, repetitive, unsure, less_unsure], opts) is less_unsure
+    assert _best_attempt([looping, repetitive], opts) is repetitive
+
+
+def test_failure_signals_follow_whisper():
+    opts = AsrOptions()
+    seg = [RawSegment(0.0, 1.0, (1,))]
+    assert _decoded(seg, loops=False, compression=2.5, logprob=-0.1).failed(opts)
+    assert _decoded(seg, loops=False, compression=1.5, logprob=-1.2).failed(opts)
+    assert _decoded(seg, loops=True, compression=1.5, logprob=-0.1).failed(opts)
+    assert not _decoded(seg, loops=False, compression=1.5, logprob=-0.5).failed(opts)
+    silence = _decoded(seg, loops=False, compression=1.5, logprob=-1.5)
+    silence.no_speech_prob = 0.9
+    assert not silence.failed(opts)  # silence is gated, not retried
+
+
+def test_failing_windows_are_decoded_again_at_each_temperature_deterministically(random_handler, caplog):
+    """Random weights: every window is low-confidence, so every fallback temperature is tried; sampling is
+    seeded, so the same request gives the same words."""
+    rng = np.random.default_rng(3)
+    clip = wav_bytes(0.3 * np.sin(2 * np.pi * 180 * np.arange(3 * 16000) / 16000) + 0.05 * rng.standard_normal(48000))
+    body = {"inputs": clip, "parameters": {"vad_filter": False}}
+    with caplog.at_level(logging.INFO, logger="speakerscribe.asr"):
+        first = random_handler(body)
+    attempts = [r.getMessage() for r in caplog.records if "attempts" in r.getMessage()]
+    assert attempts and "6 attempts" in attempts[0]
+    assert random_handler(body)["text"] == first["text"]
