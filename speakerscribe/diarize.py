@@ -8,8 +8,10 @@ import threading
 import numpy as np
 
 from .errors import InputError, ModelLoadError, short_message
-from .records import Diarization, SpeakerTurn, Waveform
+from .recluster import ReclusterOptions, recluster
+from .records import SAMPLE_RATE, Diarization, SpeakerTurn, Waveform
 from .runtime import Placement, configure_pyannote_environment, tf32_guard
+from .shared_frames import FRAME_HOP
 from .shared_frames import install as install_shared_frames
 
 logger = logging.getLogger(__name__)
@@ -33,12 +35,22 @@ def check_speaker_counts(num: int | None, lo: int | None, hi: int | None) -> Non
 class SpeakerDiarizer:
     """A loaded pyannote pipeline. Calls are serialised: pyannote pipelines keep per-call state."""
 
-    def __init__(self, pipeline, placement: Placement, allow_tf32: bool = True, shared_frames: bool = True):
+    def __init__(
+        self,
+        pipeline,
+        placement: Placement,
+        allow_tf32: bool = True,
+        shared_frames: bool = True,
+        recluster: bool = True,
+    ):
         self.pipeline = pipeline
         self.placement = placement
         self.allow_tf32 = allow_tf32
         # frames computed once per file instead of once per overlapping window, where the model allows it
         self.shared_frames = shared_frames and install_shared_frames(pipeline)
+        # the second clustering pass over short pieces needs those frames (speakerscribe.recluster)
+        self.recluster = recluster and self.shared_frames
+        self.recluster_options = ReclusterOptions()
         self._lock = threading.Lock()
 
     @classmethod
@@ -49,6 +61,7 @@ class SpeakerDiarizer:
         token: str | None = None,
         allow_tf32: bool = True,
         shared_frames: bool = True,
+        recluster: bool = True,
     ) -> SpeakerDiarizer:
         configure_pyannote_environment()
         try:
@@ -64,7 +77,7 @@ class SpeakerDiarizer:
                 "HF_TOKEN with access granted on the model page"
             )
         pipeline.to(torch.device(placement.device))
-        return cls(pipeline, placement, allow_tf32, shared_frames)
+        return cls(pipeline, placement, allow_tf32, shared_frames, recluster)
 
     def __call__(
         self,
@@ -83,18 +96,43 @@ class SpeakerDiarizer:
             "sample_rate": waveform.sample_rate,
         }
         with self._lock, tf32_guard(self.allow_tf32), torch.inference_mode():
+            self.pipeline._speakerscribe_frames = None
             output = self.pipeline(
                 audio, num_speakers=num_speakers, min_speakers=min_speakers, max_speakers=max_speakers
             )
-        annotation = getattr(output, "speaker_diarization", output)
-        exclusive = getattr(output, "exclusive_speaker_diarization", None)
-        return Diarization(turns=_turns(annotation), exclusive=_turns(exclusive) if exclusive is not None else ())
+            frames, self.pipeline._speakerscribe_frames = self.pipeline._speakerscribe_frames, None
+            annotation = getattr(output, "speaker_diarization", output)
+            exclusive = getattr(output, "exclusive_speaker_diarization", None)
+            end = waveform.duration
+            result = Diarization(
+                turns=annotation_turns(annotation, end),
+                exclusive=annotation_turns(exclusive, end) if exclusive is not None else (),
+            )
+            if self.recluster and frames is not None and num_speakers is None and result.exclusive:
+                result = self._recluster(result, frames, min_speakers, max_speakers)
+        return result
+
+    def _recluster(self, result: Diarization, frames, lo: int | None, hi: int | None) -> Diarization:
+        """The second clustering pass; pyannote's labels stay when it breaks a requested speaker range."""
+        exclusive, turns = recluster(
+            result.exclusive,
+            result.turns,
+            frames,
+            self.pipeline._embedding.model_.campplus.pool,
+            FRAME_HOP / SAMPLE_RATE,
+            self.recluster_options,
+        )
+        count = len({t.speaker for t in exclusive})
+        if (lo is not None and count < lo) or (hi is not None and count > hi):
+            return result
+        return Diarization(turns=turns, exclusive=exclusive)
 
 
-def _turns(annotation) -> tuple[SpeakerTurn, ...]:
+def annotation_turns(annotation, duration: float) -> tuple[SpeakerTurn, ...]:
+    """Turns clipped to the audio (pyannote's last frames can reach past its end), empty ones dropped."""
     turns = [
-        SpeakerTurn(float(seg.start), float(seg.end), str(label))
+        SpeakerTurn(float(seg.start), min(float(seg.end), duration), str(label))
         for seg, _, label in annotation.itertracks(yield_label=True)
-        if seg.end > seg.start
+        if min(seg.end, duration) > seg.start
     ]
     return tuple(sorted(turns, key=lambda t: (t.start, t.end)))

@@ -74,6 +74,7 @@ def shared_frame_embeddings(self, file, binarized_segmentations, exclude_overlap
     device = next(model.parameters()).device
     with torch.inference_mode():
         frames = file_frames(model, waveform.to(device))  # (C, F)
+        self._speakerscribe_frames = frames  # kept for the re-clustering pass (speakerscribe.recluster)
         n_frames = frames.shape[1]
         per_window = int(round(window.duration * SAMPLE_RATE / FRAME_HOP))
         first = np.round(np.array([window[c].start for c in range(num_chunks)]) * SAMPLE_RATE / FRAME_HOP)

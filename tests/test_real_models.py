@@ -171,3 +171,66 @@ def test_prepared_folders_are_what_the_manifest_says(real_models):
         assert (real_models / f"{name}-draft" / "config.json").is_file()
     assert (real_models / "diarization" / "config.yaml").is_file()
     assert CACHE.exists()
+
+
+def test_default_entries_are_the_word_level_split_and_chunk_mode_keeps_chunks(real_handler, outputs, conversations):
+    """Default entries are cut at speaker changes between words (the word-level attribution, tested in
+    test_merge*), without showing the words; ``speaker_entries: "chunk"`` is the original one entry per chunk."""
+    _, handler = real_handler
+    _, word_level = outputs
+    conv = conversations["backchannels"]
+    split = handler({"inputs": conv.wav.read_bytes()})
+    chunked = handler({"inputs": conv.wav.read_bytes(), "parameters": {"speaker_entries": "chunk"}})
+    assert all("words" not in e for e in split["speakers"])  # word times are used, not shown unless asked
+    shown = [{k: v for k, v in e.items() if k != "words"} for e in word_level["backchannels"]["speakers"]]
+    assert split["speakers"] == shown
+    assert [e["timestamp"] for e in chunked["speakers"]] == [c["timestamp"] for c in chunked["chunks"]]
+    assert "".join(e["text"] for e in split["speakers"]) == split["text"]  # nothing lost by splitting
+    for entry in word_level["backchannels"]["speakers"]:
+        assert {w["speaker"] for w in entry["words"]} == {entry["speaker"]}
+        assert (
+            entry["timestamp"][0] <= entry["words"][0]["start"] and entry["words"][-1]["end"] <= entry["timestamp"][1]
+        )
+
+    def entry_accuracy(out):
+        entries = [
+            {"start": e["timestamp"][0], "end": e["timestamp"][1], "speaker": e["speaker"]} for e in out["speakers"]
+        ]
+        return word_attribution(conv, entries).accuracy
+
+    assert entry_accuracy(split) >= 0.95
+
+
+def test_three_speakers_two_of_them_similar_male_voices(real_handler, speech_dir):
+    """Two male diphone voices and a female voice: segmentation-3.0 gives the two male voices one local speaker,
+    so pyannote's clustering merges them; the second clustering pass (speakerscribe.recluster) tells them apart."""
+    from speakerscribe.offline.conversation import THREE_SPEAKERS
+
+    _, handler = real_handler
+    conv = synthesize(THREE_SPEAKERS, speech_dir, "three_speakers")
+    out = handler({"inputs": conv.wav.read_bytes(), "parameters": {"return_timestamps": "word"}})
+    assert wer(conv.reference_text, out["text"]) <= 0.12
+    words = [w for u in out["speakers"] for w in u["words"]]
+    attribution = word_attribution(conv, words)
+    assert len({u["speaker"] for u in out["speakers"]}) == 3
+    assert set(attribution.mapping.values()) == {"A", "B", "C"}
+    assert attribution.accuracy >= 0.95  # measured 0.984
+
+
+def test_without_the_second_pass_the_two_male_voices_are_merged(real_models, speech_dir):
+    """The reason for speakerscribe.recluster: pyannote's own clustering cannot separate them."""
+    from speakerscribe.audio import decode_audio
+    from speakerscribe.diarize import SpeakerDiarizer
+    from speakerscribe.offline.conversation import THREE_SPEAKERS
+    from speakerscribe.runtime import resolve_placement
+
+    conv = synthesize(THREE_SPEAKERS, speech_dir, "three_speakers")
+    waveform = decode_audio(conv.wav.read_bytes())[0]
+    placement = resolve_placement("cpu", "auto", "auto")
+    found = {}
+    for second_pass in (False, True):
+        diarizer = SpeakerDiarizer.load(str(real_models / "diarization"), placement, recluster=second_pass)
+        turns = diarizer(waveform).exclusive
+        found[second_pass] = (len({t.speaker for t in turns}), der(conv, [(t.start, t.end, t.speaker) for t in turns]))
+    assert found[False][0] == 2 and found[False][1]["confusion"] > 5.0
+    assert found[True][0] == 3 and found[True][1]["confusion"] < 1.5
