@@ -205,6 +205,48 @@ def attribute_words(chunks: tuple[Chunk, ...] | list[Chunk], turns) -> list[Utte
     return out
 
 
+def widen_to_turns(utterances: list[Utterance], turns) -> list[Utterance]:
+    """Each entry's span widened to the diarized turn of its own speaker that holds its first (last) word, but
+    never into its neighbours: ``turns`` are exclusive (no overlaps), so widened entries never overlap either.
+
+    Word alignment from cross-attention lands words within a few tenths of a second, and a word Whisper did not
+    catch at a turn's edge leaves the entry short; the diarizer's turn boundaries are frame-accurate (17 ms). Only
+    times move: words and text are unchanged, and an entry is never shortened.
+    """
+    if not utterances:
+        return utterances
+    timeline = build_timeline(turns)
+    index = {label: k for k, label in enumerate(timeline.labels)}
+    n = len(utterances)
+    a = np.array([u.start for u in utterances])
+    b = np.array([u.end for u in utterances])
+    spk = np.array([index.get(u.speaker, -1) for u in utterances])
+    new_a, new_b = a.copy(), b.copy()
+    for k in range(len(timeline.labels)):
+        mine = np.flatnonzero(spk == k)
+        starts, ends = timeline.starts[k], timeline.ends[k]
+        if mine.size == 0 or starts.size == 0:
+            continue
+        i = np.searchsorted(starts, a[mine], side="right") - 1  # this speaker's turn holding the entry's start
+        ok = (i >= 0) & (a[mine] <= ends[np.clip(i, 0, None)])
+        new_a[mine[ok]] = np.minimum(a[mine[ok]], starts[i[ok]])
+        j = np.searchsorted(starts, b[mine], side="left") - 1  # the turn holding the entry's end
+        ok = (j >= 0) & (b[mine] <= ends[np.clip(j, 0, None)]) & (b[mine] > starts[np.clip(j, 0, None)])
+        new_b[mine[ok]] = np.maximum(b[mine[ok]], ends[j[ok]])
+    # never into a neighbour: an end stops at the next entry's start, a start at the previous entry's new end
+    order = np.argsort(a, kind="stable")
+    hi = np.empty(n)
+    hi[order] = np.concatenate([a[order][1:], [np.inf]])
+    new_b = np.minimum(new_b, np.maximum(hi, b))
+    lo = np.empty(n)
+    lo[order] = np.concatenate([[-np.inf], new_b[order][:-1]])
+    new_a = np.maximum(new_a, np.minimum(lo, a))
+    return [
+        Utterance(u.speaker, round(float(s), 3), round(float(e), 3), u.text, u.words)
+        for u, s, e in zip(utterances, new_a, new_b)
+    ]
+
+
 def _with_speaker(word: Word, speaker: str) -> Word:
     return Word(word.text, word.start, word.end, word.probability, speaker)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from .asr import AsrOptions, WhisperEngine, looks_like_whisper_folder
 from .diarize import SpeakerDiarizer
 from .errors import CapacityError, InputError, short_message
-from .merge import attribute_chunks, attribute_words, group_by_speaker
+from .merge import attribute_chunks, attribute_words, group_by_speaker, widen_to_turns
 from .records import Diarization, Result, Span, Transcript, Waveform
 from .runtime import Placement, apply_tf32, resolve_placement
 from .settings import DEFAULT_ASR_MODEL, InferenceConfig, ModelSettings
@@ -74,6 +74,7 @@ def load_models(settings: ModelSettings, model_dir: str | None = None) -> Models
             settings.token(),
             settings.allow_tf32,
             settings.diarization_shared_frames,
+            settings.diarization_recluster,
         )
     vad = SileroVAD() if settings.vad == "silero" else None
     return Models(asr=asr, diarizer=diarizer, vad=vad, placement=placement)
@@ -104,7 +105,12 @@ class Transcriber:
 
     # ------------------------------------------------------------------------------------------------ steps
     def check(self, cfg: InferenceConfig) -> AsrOptions:
-        """Request options against what is loaded (language, task, draft model) -> ASR options."""
+        """Request options against what is loaded (language, task, draft model) -> ASR options.
+
+        Word times are computed when asked for, and whenever speakers are attributed with ``speaker_entries:
+        "split"`` (entries are cut at speaker changes between words); the response shows them only when asked.
+        """
+        split = self.models.diarizer is not None and cfg.speaker_entries == "split"
         return self.models.asr.validate(
             AsrOptions(
                 task=cfg.task,
@@ -113,7 +119,7 @@ class Transcriber:
                 temperature=cfg.temperature,
                 batch_size=cfg.batch_size,
                 assisted=cfg.assisted is True,
-                word_timestamps=cfg.word_timestamps,
+                word_timestamps=cfg.word_timestamps or split,
             )
         )
 
@@ -188,8 +194,11 @@ class Transcriber:
             utterances = []
             if diarization is not None and transcript.chunks:
                 turns = diarization.exclusive or diarization.turns
-                attribute = attribute_words if opts.word_timestamps else attribute_chunks
+                split = opts.word_timestamps and (cfg.word_timestamps or cfg.speaker_entries == "split")
+                attribute = attribute_words if split else attribute_chunks
                 utterances = attribute(transcript.chunks, turns)
+                if split:
+                    utterances = widen_to_turns(utterances, turns)
                 if cfg.group_by_speaker:
                     utterances = group_by_speaker(utterances)
         return Result(

@@ -41,6 +41,11 @@ class ModelSettings(BaseSettings):
     diarization_shared_frames: bool = Field(
         True, description="compute speaker-embedding frames once per file instead of once per 10 s window"
     )
+    diarization_recluster: bool = Field(
+        True,
+        description="second clustering pass over ~2 s pieces of the turns (needs shared frames): tells apart "
+        "similar voices that the segmentation model puts in one local speaker",
+    )
     max_audio_seconds: float = Field(4 * 3600.0, gt=0, description="longest accepted audio")
 
     @field_validator("asr_model", "assistant_model", "diarization_model", "hf_token", mode="before")
@@ -81,6 +86,11 @@ class InferenceConfig(BaseModel):
     max_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
     return_timestamps: Literal["chunk", "word"] = Field("chunk", description="speaker attribution granularity")
     group_by_speaker: bool = Field(False, description="merge consecutive entries of one speaker")
+    speaker_entries: Literal["split", "chunk"] = Field(
+        "split",
+        description="'split': a `speakers` entry is cut wherever the speaker changes (from word times); "
+        "'chunk': one entry per Whisper chunk, as the original handler",
+    )
     vad_filter: bool = Field(True, description="skip non-speech audio (when the deployment has a VAD)")
     prompt: str | None = Field(None, max_length=4000, description="text that conditions decoding (names, style)")
     temperature: float = Field(0.0, ge=0.0, le=1.0, description="0 decodes greedily; above 0 samples")
