@@ -41,7 +41,15 @@ from .errors import InputError, ModelLoadError, short_message
 from .languages import normalise_language
 from .records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform, Word
 from .runtime import Placement, quiet_generation_warnings
-from .whisper_tokens import RawSegment, compression_ratio, ends_in_loop, find_loop, group_words, split_segments
+from .whisper_tokens import (
+    RawSegment,
+    compression_ratio,
+    ends_in_loop,
+    find_loop,
+    group_words,
+    split_segments,
+    text_token_ids,
+)
 from .windows import plan_windows
 
 logger = logging.getLogger(__name__)
@@ -118,8 +126,8 @@ class _StopOnLoop:
     def __call__(self, input_ids, scores, **kwargs):
         import torch
 
-        rows = input_ids[:, self.prompt_length :].tolist()
-        done = [ends_in_loop([t for t in row[-_LOOP_TAIL:] if t < self.eos]) for row in rows]
+        tail = input_ids[:, max(self.prompt_length, input_ids.shape[1] - _LOOP_TAIL) :].tolist()
+        done = [ends_in_loop(text_token_ids(row, self.eos)) for row in tail]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
@@ -470,7 +478,7 @@ class WhisperEngine:
             generated = [self._strip_prompt(s.tolist()[len(prompt) :]) for s in sequences]
         out = []
         for w, g in zip(windows, generated):
-            text_tokens = [t for t in g if t < self.eos]
+            text_tokens = text_token_ids(g, self.eos)
             text = self.tokenizer.decode(text_tokens, skip_special_tokens=True) if text_tokens else ""
             out.append(
                 _Decoded(
