@@ -142,28 +142,33 @@ def recluster(
 
 def _relabel_overlapping(turns, pieces, piece_label, name, fallback) -> tuple[SpeakerTurn, ...]:
     """Each (possibly overlapping) turn is cut where the exclusive pieces of its old label change their new label;
-    parts outside those pieces take the nearest such piece's label."""
+    parts outside those pieces take the nearest such piece's label. Pieces of one label are disjoint and sorted,
+    so the ones inside a turn are found by binary search."""
     by_old: dict[str, list[tuple[float, float, int]]] = {}
     for p, k in zip(pieces, piece_label):
         by_old.setdefault(p.old, []).append((p.start, p.end, k))
+    arrays = {
+        old: (np.array([m[0] for m in mine]), np.array([m[1] for m in mine]), [m[2] for m in mine])
+        for old, mine in by_old.items()
+    }
     out = []
     for t in turns:
-        mine = by_old.get(t.speaker, [])
-        if not mine:
+        if t.speaker not in arrays:
             k = fallback.get(t.speaker, -1)
             out.append(SpeakerTurn(t.start, t.end, name.get(k) or t.speaker))
             continue
-        starts = np.array([m[0] for m in mine])
-        ends = np.array([m[1] for m in mine])
-        inside = [(max(s, t.start), min(e, t.end), k) for s, e, k in mine if min(e, t.end) > max(s, t.start)]
-        if not inside:  # no exclusive piece of this label in the turn: the nearest one's label
-            gap = np.maximum(starts - t.end, 0) + np.maximum(t.start - ends, 0)
-            k = mine[int(np.argmin(gap))][2]
+        starts, ends, labels = arrays[t.speaker]
+        lo = int(np.searchsorted(ends, t.start, side="right"))  # first piece ending after the turn starts
+        hi = int(np.searchsorted(starts, t.end, side="left"))  # first piece starting at or after its end
+        if lo >= hi:  # no exclusive piece of this label in the turn: the nearest one's label (earlier on a tie)
+            before = t.start - ends[lo - 1] if lo > 0 else np.inf
+            after = starts[lo] - t.end if lo < len(labels) else np.inf
+            k = labels[lo - 1] if before <= after else labels[lo]
             out.append(SpeakerTurn(t.start, t.end, name.get(k) or t.speaker))
             continue
         # extend the first and last parts to the turn's edges; gaps between parts go to the part before
-        cuts = [t.start] + [s for s, _, _ in inside[1:]] + [t.end]
-        for (_, _, k), a, b in zip(inside, cuts[:-1], cuts[1:]):
+        cuts = [t.start, *starts[lo + 1 : hi].tolist(), t.end]
+        for k, a, b in zip(labels[lo:hi], cuts[:-1], cuts[1:]):
             if b > a:
                 out.append(SpeakerTurn(a, b, name.get(k) or t.speaker))
     return _join(out)
