@@ -57,7 +57,7 @@ def timeline_from_arrays(s: np.ndarray, e: np.ndarray, spk: np.ndarray, labels: 
     k_count = len(labels)
     starts, ends = [], []
     for k in range(k_count):
-        ks, ke = _union(s[spk == k], e[spk == k])
+        ks, ke = union_intervals(s[spk == k], e[spk == k])
         starts.append(ks)
         ends.append(ke)
     points = np.unique(np.concatenate(starts + ends)) if k_count else np.zeros(0)
@@ -89,7 +89,7 @@ def timeline_from_arrays(s: np.ndarray, e: np.ndarray, spk: np.ndarray, labels: 
     )
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge overlapping or touching intervals into sorted disjoint ones."""
     if starts.size == 0:
         return starts, ends

@@ -34,15 +34,10 @@ def wer(reference: str, hypothesis: str) -> float:
 
 def der(conversation: Conversation, turns: list[tuple[float, float, str]], collar: float = 0.25) -> dict[str, float]:
     """Diarization error rate and its parts (seconds) with a collar; ``turns`` are (start, end, label)."""
-    from pyannote.core import Annotation, Segment
     from pyannote.metrics.diarization import DiarizationErrorRate
 
-    ref, hyp = Annotation(), Annotation()
-    for t in conversation.turns:
-        ref[Segment(t.start, t.end)] = t.speaker
-    for k, (s, e, label) in enumerate(turns):
-        if e > s:
-            hyp[Segment(s, e), k] = label
+    ref = _annotation([(t.start, t.end, t.speaker) for t in conversation.turns])
+    hyp = _annotation(turns)
     with warnings.catch_warnings():  # "uem was approximated by the union of reference and hypothesis extents"
         warnings.simplefilter("ignore", UserWarning)
         detail = DiarizationErrorRate(collar=collar)(ref, hyp, detailed=True)
@@ -105,15 +100,12 @@ def der_turns(
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for s, e in sorted(spans):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
+    """Sorted disjoint spans covering ``spans`` (empty ones dropped), by the merge stage's own union."""
+    from ..merge import union_intervals
+
+    kept = np.array([(s, e) for s, e in spans if e > s], dtype=np.float64).reshape(-1, 2)
+    starts, ends = union_intervals(kept[:, 0], kept[:, 1])
+    return list(zip(starts.tolist(), ends.tolist()))
 
 
 def _intersection_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
