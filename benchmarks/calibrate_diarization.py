@@ -32,6 +32,17 @@ THRESHOLDS = tuple(round(0.5 + 0.05 * k, 2) for k in range(11))  # 0.50 .. 1.00
 MIN_CLUSTER_SIZES = (1, 2, 3, 4, 6, 8, 12)
 
 
+def pyannote_file(uri: str, wav: Path) -> dict:
+    """The in-memory file dict pyannote takes: decoded as the service decodes, with a ``uri`` to cache by."""
+    import torch
+
+    from speakerscribe.audio import decode_audio
+    from speakerscribe.records import SAMPLE_RATE
+
+    waveform, _ = decode_audio(wav.read_bytes())
+    return {"waveform": torch.from_numpy(waveform.samples)[None], "sample_rate": SAMPLE_RATE, "uri": uri}
+
+
 def cached(pipeline, shared_frames: bool):
     """Memoise segmentation and embeddings per file uri on ``pipeline`` (one embedding path)."""
     from speakerscribe.shared_frames import install
@@ -109,14 +120,10 @@ def main() -> int:
     import torch
     from pyannote.audio import Pipeline
 
-    from speakerscribe.audio import decode_audio
     from speakerscribe.offline import ami
 
     recordings = ami.load(ami.prepare(args.data), ami.TUNING_SPLITS)
-    files = []
-    for rec in recordings:
-        waveform, _ = decode_audio(rec.wav.read_bytes())
-        files.append({"waveform": torch.from_numpy(waveform.samples)[None], "sample_rate": 16000, "uri": rec.uri})
+    files = [pyannote_file(rec.uri, rec.wav) for rec in recordings]
     print(f"{len(files)} files: {', '.join(r.uri for r in recordings)} (splits {', '.join(ami.TUNING_SPLITS)})")
     if args.second_pass_only:
         second_pass(args, files, recordings)
@@ -170,11 +177,9 @@ def main() -> int:
 
 
 def second_pass(args, files, recordings) -> None:
-    import torch
     import yaml
     from pyannote.audio import Pipeline
 
-    from speakerscribe.audio import decode_audio
     from speakerscribe.offline.conversation import MEETING, THREE_SPEAKERS, long_conversation, synthesize
 
     deployed = yaml.safe_load((args.models / "diarization" / "config.yaml").read_text())["params"]["clustering"]
@@ -186,14 +191,7 @@ def second_pass(args, files, recordings) -> None:
             long_conversation(16, seed=7, backchannel_every=2, pauses=(0.15, 0.35)), args.speech, "quick_turns"
         ),
     }
-    fest = {
-        name: {
-            "waveform": torch.from_numpy(decode_audio(c.wav.read_bytes())[0].samples)[None],
-            "sample_rate": 16000,
-            "uri": name,
-        }
-        for name, c in convs.items()
-    }
+    fest = {name: pyannote_file(name, c.wav) for name, c in convs.items()}
     pipeline = cached(Pipeline.from_pretrained(args.models / "diarization"), True)
     for threshold in args.first_thresholds or [deployed["threshold"]]:
         pipeline.clustering.threshold = threshold
