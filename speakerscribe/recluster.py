@@ -38,23 +38,17 @@ class ReclusterOptions:
     batch: int = 256
 
 
-@dataclass(frozen=True)
-class _Piece:
-    start: float
-    end: float
-    old: str
-
-
-def _pieces(turns: tuple[SpeakerTurn, ...], piece_s: float) -> list[_Piece]:
+def _pieces(turns: tuple[SpeakerTurn, ...], piece_s: float) -> list[SpeakerTurn]:
+    """Each turn cut into equal pieces of at most ``piece_s`` seconds, keeping its (first-pass) speaker."""
     out = []
     for t in turns:
         n = max(1, int(np.ceil((t.end - t.start) / piece_s - 1e-9)))
         edges = np.linspace(t.start, t.end, n + 1)
-        out.extend(_Piece(float(a), float(b), t.speaker) for a, b in zip(edges[:-1], edges[1:]))
+        out.extend(SpeakerTurn(float(a), float(b), t.speaker) for a, b in zip(edges[:-1], edges[1:]))
     return out
 
 
-def piece_embeddings(pool, frames, pieces: list[_Piece], frame_s: float, batch: int) -> np.ndarray:
+def piece_embeddings(pool, frames, pieces: list[SpeakerTurn], frame_s: float, batch: int) -> np.ndarray:
     """(n, D) unit-norm embeddings: ``pool(frames (b, C, L), weights (b, L))`` over each piece's frames."""
     import torch
 
@@ -117,26 +111,26 @@ def recluster(
     # split only: each first-pass speaker is clustered on its own, so speakers pyannote told apart stay apart
     cluster = np.zeros(len(chosen), dtype=np.int64)
     next_id = 0
-    for old in sorted({p.old for p in chosen}):
-        rows = np.flatnonzero([p.old == old for p in chosen])
+    for old in sorted({p.speaker for p in chosen}):
+        rows = np.flatnonzero([p.speaker == old for p in chosen])
         sub = cluster_pieces(emb[rows], seconds[rows], opts, seconds.sum())
         cluster[rows] = next_id + sub
         next_id += int(sub.max()) + 1
     # a label per piece: its cluster, or for short pieces the cluster most of its old label's time went to
     votes: dict[str, dict[int, float]] = {}
     for p, c in zip(chosen, cluster):
-        votes.setdefault(p.old, {})
-        votes[p.old][int(c)] = votes[p.old].get(int(c), 0.0) + p.end - p.start
+        votes.setdefault(p.speaker, {})
+        votes[p.speaker][int(c)] = votes[p.speaker].get(int(c), 0.0) + p.end - p.start
     fallback = {old: max(v, key=v.get) for old, v in votes.items()}
     it = iter(cluster.tolist())
-    piece_label = [next(it) if ok else fallback.get(p.old, -1) for p, ok in zip(pieces, long_enough)]
+    piece_label = [next(it) if ok else fallback.get(p.speaker, -1) for p, ok in zip(pieces, long_enough)]
     # name clusters by first appearance, as pyannote does
     order: dict[int, str] = {}
     for k in piece_label:
         if k >= 0 and k not in order:
             order[k] = f"SPEAKER_{len(order):02d}"
     name = {k: order.get(k) for k in set(piece_label)}
-    new_exclusive = _join([SpeakerTurn(p.start, p.end, name[k] or p.old) for p, k in zip(pieces, piece_label)])
+    new_exclusive = _join([SpeakerTurn(p.start, p.end, name[k] or p.speaker) for p, k in zip(pieces, piece_label)])
     return new_exclusive, _relabel_overlapping(turns, pieces, piece_label, name, fallback)
 
 
@@ -146,7 +140,7 @@ def _relabel_overlapping(turns, pieces, piece_label, name, fallback) -> tuple[Sp
     so the ones inside a turn are found by binary search."""
     by_old: dict[str, list[tuple[float, float, int]]] = {}
     for p, k in zip(pieces, piece_label):
-        by_old.setdefault(p.old, []).append((p.start, p.end, k))
+        by_old.setdefault(p.speaker, []).append((p.start, p.end, k))
     arrays = {
         old: (np.array([m[0] for m in mine]), np.array([m[1] for m in mine]), [m[2] for m in mine])
         for old, mine in by_old.items()
