@@ -27,7 +27,7 @@ def preprocess_inputs(inputs: Any, sampling_rate: int = 16000):
     """Audio bytes / base64 / sample list -> (float32 16 kHz mono array, (1, samples) float tensor)."""
     import torch
 
-    waveform, _ = load_inputs(inputs, sampling_rate)
+    waveform = load_inputs(inputs, sampling_rate).waveform
     return waveform.samples, torch.from_numpy(waveform.samples)[None]
 
 

@@ -56,7 +56,7 @@ def ami_table(models: Path, data: Path, splits: list[str], asr: str) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     by_split: dict[str, list[dict]] = {}
     for rec in ami.load(folder, tuple(splits)):
-        result = transcriber.run(decode_audio(rec.wav.read_bytes())[0], InferenceConfig())
+        result = transcriber.run(decode_audio(rec.wav.read_bytes()).waveform, InferenceConfig())
         row = evaluate_recording(rec, endpoint_response(result, words=True), result.diarization)
         by_split.setdefault(rec.split, []).append(row)
         print(
@@ -122,7 +122,7 @@ def main() -> int:
             diarizer = models.diarizer
         transcriber = Transcriber(Models(models.asr, diarizer, models.vad, models.placement))
         for key, conv in convs.items():
-            waveform, _ = decode_audio(conv.wav.read_bytes())
+            waveform = decode_audio(conv.wav.read_bytes()).waveform
             t0 = time.perf_counter()
             result = transcriber.run(waveform, cfg)
             seconds = time.perf_counter() - t0

@@ -76,7 +76,7 @@ class OriginalApproach:
 
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        samples = decode_audio(audio_bytes)[0].samples
+        samples = decode_audio(audio_bytes).waveform.samples
         timings["decode"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         generate_kwargs = {"assistant_model": self.assistant} if assisted and self.assistant is not None else {}
@@ -91,7 +91,7 @@ class OriginalApproach:
         speakers: list[dict] = []
         if self.diarizer is not None:
             t0 = time.perf_counter()
-            again = decode_audio(audio_bytes)[0].samples  # the original decoded the file a second time
+            again = decode_audio(audio_bytes).waveform.samples  # the original decoded the file a second time
             output = self.diarizer({"waveform": torch.from_numpy(again)[None], "sample_rate": 16000})
             annotation = getattr(output, "speaker_diarization", output)
             timings["diarization"] = time.perf_counter() - t0

@@ -39,7 +39,7 @@ def pyannote_file(uri: str, wav: Path) -> dict:
     from speakerscribe.audio import decode_audio
     from speakerscribe.records import SAMPLE_RATE
 
-    waveform, _ = decode_audio(wav.read_bytes())
+    waveform = decode_audio(wav.read_bytes()).waveform
     return {"waveform": torch.from_numpy(waveform.samples)[None], "sample_rate": SAMPLE_RATE, "uri": uri}
 
 

@@ -117,7 +117,7 @@ def main() -> int:
 
     def run_ours():
         t0 = time.perf_counter()
-        waveform, _ = decode_audio(audio)
+        waveform = decode_audio(audio).waveform
         decode_s = time.perf_counter() - t0
         result = ours.run(waveform, cfg)
         out = endpoint_response(result)
@@ -129,7 +129,7 @@ def main() -> int:
         return out, timings, time.perf_counter() - t0
 
     warm = audio[: 44 + 16000 * 2 * 10]  # the first 10 s of the WAV (16-bit mono)
-    ours.run(decode_audio(warm)[0], cfg)
+    ours.run(decode_audio(warm).waveform, cfg)
     systems = [("ours", run_ours)]
     if original is not None:
         original(warm)

@@ -28,7 +28,9 @@ Failures are recovered, never dropped (openai-whisper's and faster-whisper's rul
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -132,14 +134,21 @@ class _StopOnLoop:
 
 
 class StageClock:
-    """Accumulates seconds per named sub-stage into a caller's dict (synchronising CUDA so times are real)."""
+    """Accumulates seconds per named sub-stage into a caller's dict (synchronising CUDA so times are real).
 
-    def __init__(self, timings: dict, cuda: bool):
+    Every sub-stage start is also a cancellation checkpoint: ``cancel.check()`` raises there when the request's
+    deadline has passed or its client has gone.
+    """
+
+    def __init__(self, timings: dict, cuda: bool, cancel=None):
         self.timings = timings
         self.cuda = cuda
+        self.cancel = cancel
 
     @contextmanager
     def __call__(self, name: str):
+        if self.cancel is not None:
+            self.cancel.check()
         t0 = time.perf_counter()
         yield
         if self.cuda:
@@ -164,6 +173,9 @@ class WhisperEngine:
     ):
         self.model = model
         self.static_cache = static_cache
+        # transformers keeps ONE static KV cache on the model and reuses it across generate() calls, so concurrent
+        # requests (MAX_CONCURRENCY > 1) must take turns decoding when it is on; encoders still run in parallel
+        self._generate_lock = threading.Lock() if static_cache else contextlib.nullcontext()
         self.min_new_tokens: int | None = None  # benchmarks force a token count per window
         self.feature_extractor = feature_extractor
         self.tokenizer = tokenizer
@@ -264,16 +276,17 @@ class WhisperEngine:
 
     # ------------------------------------------------------------------------------------------- inference
     def transcribe(
-        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None, timings=None
+        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None, timings=None, cancel=None
     ) -> Transcript:
         """Decode ``windows`` of ``waveform``; returns chunks in time order with absolute times.
 
         ``progress(done, total)`` is called after each batch; ``timings`` (a dict), if given, accumulates seconds
         per sub-stage: ``asr_features``, ``asr_encode``, ``asr_generate``, ``asr_score``, ``asr_language``.
+        ``cancel`` (a :class:`~speakerscribe.cancel.CancelToken`) is checked at the start of each sub-stage.
         """
         import torch
 
-        clock = StageClock(timings if timings is not None else {}, self.placement.is_cuda)
+        clock = StageClock(timings if timings is not None else {}, self.placement.is_cuda, cancel)
         with torch.inference_mode():
             return self._transcribe(waveform, windows, opts, progress, clock)
 
@@ -421,14 +434,15 @@ class WhisperEngine:
         kwargs = {"assistant_model": assistant} if assistant is not None else {}
         if self.min_new_tokens is None:  # forced token counts (benchmarks) must not stop early
             kwargs["stopping_criteria"] = StoppingCriteriaList([_StopOnLoop(len(prompt), self.eos)])
-        return GenerationMixin.generate(
-            self.model,
-            encoder_outputs=encoder_outputs,
-            decoder_input_ids=ids,
-            generation_config=config,
-            logits_processor=LogitsProcessorList([timestamps]),
-            **kwargs,
-        )
+        with self._generate_lock:
+            return GenerationMixin.generate(
+                self.model,
+                encoder_outputs=encoder_outputs,
+                decoder_input_ids=ids,
+                generation_config=config,
+                logits_processor=LogitsProcessorList([timestamps]),
+                **kwargs,
+            )
 
     def _decode_batch(self, enc, windows: list[Span], language: str, opts: AsrOptions, clock) -> list[_Decoded]:
         """Decode a batch of encoded windows; windows that fail are decoded again at higher temperatures."""

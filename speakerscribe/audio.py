@@ -1,9 +1,21 @@
 """Audio in, once, at the edge: request ``inputs`` -> float32 mono 16 kHz :class:`~speakerscribe.records.Waveform`.
 
-Containers and codecs are decoded with PyAV, whose wheels carry their own FFmpeg libraries (no system binary):
-wav, flac, mp3, ogg (vorbis, opus), m4a/mp4 (aac), webm/mkv (opus, vorbis), and anything else that FFmpeg reads.
-Channels are averaged (a plain mean, so identical channels keep their level) and the result is resampled with soxr
-(via librosa) to 16 kHz. The same array then feeds Whisper and pyannote.
+Every byte comes from a stranger, so decoding is safe by construction:
+
+* The container is recognised from its first bytes by our own allow-list (WAV/RF64, FLAC, MP3, Ogg, MP4/M4A,
+  WebM/Matroska, AIFF, ADTS AAC, AMR, CAF, AU) and FFmpeg is *told* which demuxer to use. FFmpeg's own probing never
+  runs, so playlist and script formats that open files or sockets (concat, hls, sdp, image2, subfile, tee, ...) can
+  never be chosen, and the only I/O is the in-memory buffer. Stream probing is bounded (``probesize``).
+* Only audio codecs on an allow-list are decoded; the file's sample rate must lie in [4 kHz, 384 kHz] and it may
+  have at most 32 channels.
+* Decoding is streamed: each frame is averaged to mono (a plain mean, so identical channels keep their level) and
+  resampled to 16 kHz with soxr as it arrives, and the duration is counted on the way; decoding stops with
+  :class:`~speakerscribe.errors.AudioTooLongError` as soon as it passes the deployment's limit. Peak memory of
+  decoding is the request body plus about two copies of the decoded 16 kHz float32 audio (64 KB per second each).
+* A packet that fails to decode is skipped and counted; a file that ends early is noticed against the duration it
+  declares. Either becomes a warning in the response; when errors cost most of the declared audio it is a 400.
+
+PyAV's wheels carry their own FFmpeg libraries (no system binary). The same array feeds Whisper and pyannote.
 """
 
 from __future__ import annotations
@@ -11,19 +23,34 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import math
 import re
 from typing import Any
 
 import numpy as np
 
-from .errors import InputError
-from .records import SAMPLE_RATE, Waveform
+from .errors import AudioTooLongError, InputError
+from .records import SAMPLE_RATE, DecodedAudio, Waveform
 
-ACCEPTED_FORMATS = "wav, flac, mp3, ogg/vorbis, ogg/opus, m4a/aac, webm, and other formats FFmpeg decodes"
+ACCEPTED_FORMATS = (
+    "wav, flac, mp3, ogg (vorbis, opus, flac), m4a/mp4 (aac, alac), webm/mkv, aiff, aac (adts), amr, caf, au"
+)
 ACCEPTED_INPUTS = (
     "`inputs` must be the audio file's bytes, the same bytes base64-encoded as a string, or a list of "
     "mono samples (numbers in [-1, 1]) at `sampling_rate`"
 )
+MIN_FILE_RATE = 4000
+MAX_FILE_RATE = 384000
+MAX_CHANNELS = 32
+PROBE_BYTES = 1 << 20  # how much of the body FFmpeg may read to find the stream parameters
+LOST_FRACTION_IS_ERROR = 0.5  # decode errors that cost more than this share of the declared duration -> 400
+
+# decoders we run on strangers' bytes: the common speech and music codecs, nothing else
+_CODECS = {
+    "flac", "mp3", "mp3float", "mp2", "mp2float", "vorbis", "libvorbis", "opus", "libopus", "aac", "aac_fixed",
+    "alac", "amrnb", "amrwb", "amr_nb", "amr_wb", "gsm", "gsm_ms", "wavpack",
+}  # fmt: skip
+_CODEC_PREFIXES = ("pcm_", "adpcm_")
 
 _B64_ALPHABET = re.compile(rb"^[A-Za-z0-9+/=_\-\s]+$")
 _DATA_URI = re.compile(r"^data:[^,;]*(;[^,;]*)*;base64,", re.IGNORECASE)
@@ -75,55 +102,208 @@ def _b64decode(text: str) -> bytes:
     return data
 
 
+def sniff_container(data: bytes) -> str | None:
+    """The FFmpeg demuxer for ``data``, from its first bytes and our allow-list; None when it is none of them."""
+    head = data[:16]
+    if len(head) < 4:
+        return None
+    tag = head[:4]
+    if tag in (b"RIFF", b"RIFX", b"RF64") and head[8:12] == b"WAVE":
+        return "wav"
+    if tag == b"fLaC":
+        return "flac"
+    if tag == b"OggS":
+        return "ogg"
+    if tag == b"\x1a\x45\xdf\xa3":
+        return "matroska"
+    if head[4:8] in (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip"):
+        return "mov"
+    if tag == b"FORM" and head[8:12] in (b"AIFF", b"AIFC"):
+        return "aiff"
+    if tag == b"caff":
+        return "caf"
+    if tag == b".snd":
+        return "au"
+    if head.startswith(b"#!AMR"):
+        return "amr"
+    if head.startswith(b"ID3"):
+        return "mp3"
+    if head[0] == 0xFF and head[1] & 0xE0 == 0xE0:  # a frame sync: MPEG audio, or ADTS AAC when the layer is 0
+        return "aac" if head[1] & 0x06 == 0 else "mp3"
+    return None
+
+
+def _codec_allowed(name: str) -> bool:
+    return name in _CODECS or name.startswith(_CODEC_PREFIXES)
+
+
+class _MonoResampler:
+    """Frames of any layout and rate -> float32 mono 16 kHz, streamed; counts what it produced."""
+
+    def __init__(self, limit_samples: float):
+        self.pieces: list[np.ndarray] = []
+        self.produced = 0
+        self.limit = limit_samples
+        self.rate = 0
+        self._stream = None
+
+    def feed(self, planar: np.ndarray, rate: int) -> None:
+        if rate != self.rate:
+            self.flush()
+            self.rate = rate
+            self._stream = None if rate == SAMPLE_RATE else _soxr_stream(rate)
+        mono = _downmix(planar)
+        self._add(mono if self._stream is None else self._stream.resample_chunk(mono))
+
+    def flush(self) -> None:
+        if self._stream is not None:
+            self._add(self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+            self._stream = None
+
+    def _add(self, samples: np.ndarray) -> None:
+        if samples.size:
+            self.pieces.append(np.asarray(samples, dtype=np.float32))
+            self.produced += samples.size
+            if self.produced > self.limit:
+                raise AudioTooLongError(
+                    f"the audio is longer than {self.limit / SAMPLE_RATE:.0f} s, the longest this deployment accepts "
+                    "(MAX_AUDIO_SECONDS); decoding stopped there. Send a shorter file or split it"
+                )
+
+    def samples(self) -> np.ndarray:
+        out = np.concatenate(self.pieces) if self.pieces else np.zeros(0, dtype=np.float32)
+        self.pieces = []
+        return np.nan_to_num(out, copy=False, nan=0.0, posinf=1.0, neginf=-1.0)
+
+
+def _soxr_stream(rate: int):
+    import soxr
+
+    return soxr.ResampleStream(rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
+
+
 def resample(samples: np.ndarray, orig_sr: int, target_sr: int = SAMPLE_RATE) -> np.ndarray:
     """Resample a 1-D float array with soxr (high quality); returns float32."""
     samples = np.asarray(samples, dtype=np.float32)
     if orig_sr == target_sr or samples.size == 0:
         return samples
-    import librosa
+    import soxr
 
-    return librosa.resample(samples, orig_sr=orig_sr, target_sr=target_sr, res_type="soxr_hq").astype(
-        np.float32, copy=False
-    )
+    return np.asarray(soxr.resample(samples, orig_sr, target_sr, quality="HQ"), dtype=np.float32)
 
 
-def decode_audio(data: bytes) -> tuple[Waveform, int]:
-    """Decode a whole audio file to 16 kHz mono. Returns the waveform and the file's own sample rate."""
+def decode_audio(data: bytes, max_seconds: float = math.inf) -> DecodedAudio:
+    """Decode an audio file to 16 kHz mono, stopping past ``max_seconds`` (see the module docstring)."""
     import av
 
     if not data:
         raise InputError(f"the audio is empty (zero bytes). Accepted formats: {ACCEPTED_FORMATS}.")
-    try:
-        container = av.open(io.BytesIO(data), mode="r")
-    except (av.FFmpegError, ValueError, OSError) as exc:
+    demuxer = sniff_container(data)
+    if demuxer is None:
         raise InputError(
-            f"could not decode the audio ({len(data)} bytes): {_describe(exc)}. Accepted formats: {ACCEPTED_FORMATS}."
+            f"could not decode the audio: it is not a file of a supported format (its first bytes are {data[:8]!r}). "
+            f"Accepted formats: {ACCEPTED_FORMATS}."
+        )
+    try:
+        container = av.open(
+            io.BytesIO(data),
+            mode="r",
+            format=demuxer,
+            options={"probesize": str(PROBE_BYTES), "analyzeduration": "5000000"},
+            metadata_errors="ignore",
+        )
+    except (av.FFmpegError, ValueError, OSError, UnicodeError) as exc:
+        raise InputError(
+            f"could not read the {demuxer} container ({len(data)} bytes): {_describe(exc)}. "
+            f"Accepted formats: {ACCEPTED_FORMATS}."
         ) from None
     with container:
-        if not container.streams.audio:
-            raise InputError(
-                f"the file has no audio stream ({container.format.name}). Accepted formats: {ACCEPTED_FORMATS}."
-            )
-        stream = container.streams.audio[0]
-        to_float = av.AudioResampler(format="fltp")
-        pieces: list[np.ndarray] = []
-        native_rate = 0
+        return _decode_stream(container, demuxer, max_seconds)
+
+
+def _decode_stream(container, demuxer: str, max_seconds: float) -> DecodedAudio:
+    import av
+
+    if not container.streams.audio:
+        raise InputError(f"the {demuxer} file has no audio stream. Accepted formats: {ACCEPTED_FORMATS}.")
+    stream = container.streams.audio[0]
+    codec = stream.codec_context.name or "unknown"
+    if not _codec_allowed(codec):
+        raise InputError(f"the audio codec {codec!r} is not accepted. Accepted formats: {ACCEPTED_FORMATS}.")
+    _check_layout(stream.codec_context.sample_rate, stream.codec_context.channels)
+    declared = _declared_seconds(container, stream)
+    out = _MonoResampler(max_seconds * SAMPLE_RATE)
+    to_float = av.AudioResampler(format="fltp")
+    bad_packets, stopped, native_rate = 0, None, 0
+    packets = container.demux(stream)
+    while True:
         try:
-            for frame in container.decode(stream):
-                native_rate = native_rate or frame.sample_rate
-                pieces.extend(_downmix(out.to_ndarray()) for out in to_float.resample(frame))
-            pieces.extend(_downmix(out.to_ndarray()) for out in to_float.resample(None))
+            packet = next(packets)
+        except StopIteration:
+            break
+        except (av.FFmpegError, ValueError, OSError) as exc:
+            stopped = _describe(exc)
+            break
+        try:
+            frames = packet.decode()
         except (av.FFmpegError, ValueError) as exc:
-            if not pieces:
+            bad_packets += 1
+            if bad_packets > 1000 and out.produced == 0:
                 raise InputError(
-                    f"could not decode the audio stream ({stream.codec_context.name}): {_describe(exc)}. "
-                    f"Accepted formats: {ACCEPTED_FORMATS}."
+                    f"could not decode the {codec} audio: {_describe(exc)}. Accepted formats: {ACCEPTED_FORMATS}."
                 ) from None
-            # A truncated tail: keep what decoded (the usual behaviour of audio players and ffmpeg).
-        native_rate = native_rate or stream.rate or SAMPLE_RATE
-    mono = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
-    mono = np.nan_to_num(mono, nan=0.0, posinf=1.0, neginf=-1.0)
-    return Waveform(resample(mono, native_rate)), native_rate
+            continue
+        for frame in frames:
+            _check_layout(frame.sample_rate, len(frame.layout.channels))
+            native_rate = native_rate or frame.sample_rate
+            for converted in to_float.resample(frame):
+                out.feed(converted.to_ndarray(), converted.sample_rate)
+    out.flush()
+    samples = out.samples()
+    decoded = samples.size / SAMPLE_RATE
+    warnings = _decode_warnings(decoded, declared, bad_packets, stopped, codec)
+    return DecodedAudio(Waveform(samples), native_rate or stream.codec_context.sample_rate or SAMPLE_RATE, warnings)
+
+
+def _check_layout(rate: int | None, channels: int | None) -> None:
+    if rate and not MIN_FILE_RATE <= rate <= MAX_FILE_RATE:
+        raise InputError(
+            f"the file's sample rate is {rate} Hz; accepted rates are {MIN_FILE_RATE} to {MAX_FILE_RATE} Hz"
+        )
+    if channels and channels > MAX_CHANNELS:
+        raise InputError(f"the file has {channels} channels; at most {MAX_CHANNELS} are accepted")
+
+
+def _declared_seconds(container, stream) -> float | None:
+    """The duration the file's headers claim (None when they do not say)."""
+    if stream.duration is not None and stream.time_base is not None:
+        return float(stream.duration * stream.time_base)
+    if container.duration is not None and container.duration > 0:
+        return container.duration / 1_000_000
+    return None
+
+
+def _decode_warnings(
+    decoded: float, declared: float | None, bad_packets: int, stopped: str | None, codec: str
+) -> tuple[str, ...]:
+    """Decode trouble -> warnings, or InputError when errors lost most of the audio."""
+    short = declared is not None and decoded < declared - max(0.5, 0.02 * declared)
+    errors = bad_packets > 0 or stopped is not None
+    if not errors and not short:
+        return ()
+    if errors and declared and decoded < (1 - LOST_FRACTION_IS_ERROR) * declared:
+        raise InputError(
+            f"the file is corrupt: only {decoded:.1f} s of the {declared:.1f} s it declares could be decoded "
+            f"({bad_packets} bad packet(s){'; ' + stopped if stopped else ''}). Accepted formats: {ACCEPTED_FORMATS}."
+        )
+    parts = []
+    if bad_packets:
+        parts.append(f"{bad_packets} corrupt {codec} packet(s) were skipped")
+    if stopped:
+        parts.append(f"reading stopped early ({stopped})")
+    if short:
+        parts.append(f"{decoded:.1f} s of the {declared:.1f} s the file declares were decoded")
+    return ("the audio could not be decoded completely: " + "; ".join(parts) + ". The transcript covers what decoded",)
 
 
 def _downmix(planar: np.ndarray) -> np.ndarray:
@@ -131,11 +311,19 @@ def _downmix(planar: np.ndarray) -> np.ndarray:
     return (planar.mean(axis=0) if planar.shape[0] > 1 else planar[0]).astype(np.float32, copy=False)
 
 
-def waveform_from_samples(values: Any, sampling_rate: int) -> Waveform:
-    """A list/array of mono samples at ``sampling_rate`` -> 16 kHz waveform."""
+def waveform_from_samples(values: Any, sampling_rate: int, max_seconds: float = math.inf) -> Waveform:
+    """A list/array of mono samples at ``sampling_rate`` -> 16 kHz waveform (length checked before resampling)."""
+    if not isinstance(sampling_rate, int) or not 1000 <= sampling_rate <= MAX_FILE_RATE:
+        raise InputError(f"`sampling_rate` must be an integer from 1000 to {MAX_FILE_RATE} Hz")
+    count = values.size if isinstance(values, np.ndarray) else len(values)
+    if count / sampling_rate > max_seconds:
+        raise AudioTooLongError(
+            f"the sample list is {count / sampling_rate:.0f} s long; this deployment accepts up to "
+            f"{max_seconds:.0f} s (MAX_AUDIO_SECONDS)"
+        )
     try:
         arr = np.asarray(values, dtype=np.float32)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"`inputs` is a list but not a list of numbers. {ACCEPTED_INPUTS}.") from None
     if arr.ndim != 1:
         raise InputError(f"`inputs` sample list must be one-dimensional (mono); got shape {arr.shape}.")
@@ -146,19 +334,19 @@ def waveform_from_samples(values: Any, sampling_rate: int) -> Waveform:
     return Waveform(resample(arr, sampling_rate))
 
 
-def load_inputs(inputs: Any, sampling_rate: int = SAMPLE_RATE) -> tuple[Waveform, int]:
-    """Any accepted ``inputs`` value -> (16 kHz waveform, the input's own sample rate)."""
+def load_inputs(inputs: Any, sampling_rate: int = SAMPLE_RATE, max_seconds: float = math.inf) -> DecodedAudio:
+    """Any accepted ``inputs`` value -> the decoded audio (16 kHz waveform, the input's own rate, warnings)."""
     if isinstance(inputs, (list, tuple, np.ndarray)):
-        return waveform_from_samples(inputs, sampling_rate), sampling_rate
+        return DecodedAudio(waveform_from_samples(inputs, sampling_rate, max_seconds), sampling_rate)
     if isinstance(inputs, dict):
         raise InputError(
             "`inputs` is an object; send the audio file base64-encoded as a string, or a list of samples with "
             "`parameters.sampling_rate`."
         )
-    return decode_audio(audio_bytes_from_inputs(inputs))
+    return decode_audio(audio_bytes_from_inputs(inputs), max_seconds)
 
 
 def _describe(exc: Exception) -> str:
     text = str(exc).strip() or type(exc).__name__
     text = re.sub(r"^\[Errno -?\d+\]\s*", "", text)
-    return re.sub(r"\s*:\s*.<none>.$", "", text)
+    return re.sub(r"\s*:\s*.<none>.$", "", text)[:200]

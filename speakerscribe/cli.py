@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.files:
         progress = Progress(not args.no_progress, path.name)
         try:
-            waveform, _ = decode_audio(path.read_bytes())
+            waveform = decode_audio(path.read_bytes()).waveform
             result = transcriber.run(waveform, cfg, progress=progress)
         except InputError as exc:
             progress.close()

@@ -85,7 +85,10 @@ class SpeakerDiarizer:
         num_speakers: int | None = None,
         min_speakers: int | None = None,
         max_speakers: int | None = None,
+        checkpoint=None,
     ) -> Diarization:
+        """Speaker turns of ``waveform``. ``checkpoint()``, if given, is called after every batch of the pipeline's
+        segmentation and embedding steps, and may raise to stop the work there."""
         import torch
 
         check_speaker_counts(num_speakers, min_speakers, max_speakers)
@@ -97,8 +100,9 @@ class SpeakerDiarizer:
         }
         with self._lock, tf32_guard(self.allow_tf32), torch.inference_mode():
             self.pipeline._speakerscribe_frames = None
+            hook = {} if checkpoint is None else {"hook": lambda *args, **kwargs: checkpoint()}
             output = self.pipeline(
-                audio, num_speakers=num_speakers, min_speakers=min_speakers, max_speakers=max_speakers
+                audio, num_speakers=num_speakers, min_speakers=min_speakers, max_speakers=max_speakers, **hook
             )
             frames, self.pipeline._speakerscribe_frames = self.pipeline._speakerscribe_frames, None
             annotation = getattr(output, "speaker_diarization", output)

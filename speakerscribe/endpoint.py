@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 from .audio import load_inputs
+from .cancel import CancelToken
 from .errors import InputError
 from .pipeline import Transcriber
 from .records import Result
@@ -21,8 +22,18 @@ class EndpointHandler:
         self.settings = ModelSettings()
         self.transcriber = Transcriber.from_settings(self.settings, model_dir=path or None)
 
-    def process(self, data: Any) -> tuple[Result, InferenceConfig]:
-        """Request body -> (Result, parsed parameters). Raises InputError for anything the caller must fix."""
+    def check_parameters(self, parameters: Any) -> InferenceConfig:
+        """A request's ``parameters`` validated, and checked against the loaded models (language, task, draft
+        model); InputError otherwise. Cheap: the server calls it before a request queues."""
+        cfg = parse_parameters(parameters)
+        self.transcriber.check(cfg)
+        return cfg
+
+    def process(self, data: Any, cancel: CancelToken | None = None) -> tuple[Result, InferenceConfig]:
+        """Request body -> (Result, parsed parameters). Raises InputError for anything the caller must fix.
+
+        Every parameter is checked (against the loaded models too) before the audio is decoded; ``cancel`` stops
+        the work at the pipeline's next checkpoint (see :mod:`speakerscribe.cancel`)."""
         if not isinstance(data, dict):
             raise InputError('the request body must be a JSON object: {"inputs": <base64 audio>, "parameters": {...}}')
         if "inputs" not in data:
@@ -33,10 +44,13 @@ class EndpointHandler:
                 f"unknown top-level field(s) {', '.join(map(repr, extra))}; the body holds `inputs` "
                 "and optionally `parameters`"
             )
-        cfg = parse_parameters(data.get("parameters"))
+        cfg = self.check_parameters(data.get("parameters"))
         inputs = data["inputs"]
-        waveform, native_rate = load_inputs(inputs, cfg.sampling_rate)
-        result = self.transcriber.run(waveform, cfg)
+        audio = load_inputs(inputs, cfg.sampling_rate, self.transcriber.max_audio_seconds)
+        result = self.transcriber.run(audio.waveform, cfg, cancel=cancel)
+        native_rate = audio.native_rate
+        if audio.warnings:
+            result = dataclasses.replace(result, warnings=(*audio.warnings, *result.warnings))
         if (
             "sampling_rate" in cfg.model_fields_set
             and not isinstance(inputs, list)

@@ -2,6 +2,11 @@
 
 * :class:`InputError` - the request is wrong (bad base64, undecodable audio, invalid parameters). HTTP 400. The
   message says what was wrong and what is accepted.
+* :class:`AudioTooLongError` - an :class:`InputError` for audio past ``MAX_AUDIO_SECONDS`` (found while decoding,
+  which stops there). HTTP 413.
+* :class:`RequestCancelled` - the work was stopped at a checkpoint (between windows and pipeline steps): the
+  per-request deadline passed (HTTP 504), the client went away (nobody to answer), or the server is shutting down
+  (HTTP 503).
 * :class:`ModelLoadError` - a model named by the settings could not be loaded. Raised at start-up.
 * :class:`CapacityError` - the service is out of a resource (GPU memory even at batch size 1, a full queue). HTTP 503.
 * :class:`InferenceError` - our own failure while processing a valid request. HTTP 500.
@@ -20,6 +25,18 @@ class InputError(SpeakerscribeError, ValueError):
     """The request cannot be served as sent; the message tells the caller how to fix it."""
 
 
+class AudioTooLongError(InputError):
+    """The audio is longer than this deployment accepts."""
+
+
+class RequestCancelled(SpeakerscribeError, RuntimeError):
+    """Work stopped early; ``reason`` is ``"deadline"``, ``"disconnected"`` or ``"shutdown"``."""
+
+    def __init__(self, reason: str, message: str = ""):
+        super().__init__(message or f"the request was cancelled ({reason})")
+        self.reason = reason
+
+
 class ModelLoadError(SpeakerscribeError, RuntimeError):
     """A configured model could not be loaded."""
 
@@ -36,3 +53,16 @@ def short_message(exc: BaseException, limit: int = 500) -> str:
     """First line of an exception's message (or its type name), at most ``limit`` characters."""
     lines = str(exc).strip().splitlines()
     return lines[0][:limit] if lines else type(exc).__name__
+
+
+def quote(value: object, limit: int = 100) -> str:
+    """``repr`` of a caller's value for an error message, cut to ``limit`` characters (a stranger's 150k-character
+    string must not come back whole in the answer or go into the log)."""
+    try:
+        text = repr(value)
+    except Exception:  # a repr that fails is still a value we must describe
+        text = f"<{type(value).__name__}>"
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, (str, bytes)) else type(value).__name__
+    return f"{text[:limit]}... ({size})"

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .asr import AsrOptions, WhisperEngine, looks_like_whisper_folder
+from .cancel import CancelToken
 from .diarize import SpeakerDiarizer
-from .errors import CapacityError, InputError, short_message
+from .errors import CapacityError, InputError, RequestCancelled, short_message
 from .merge import attribute_chunks, attribute_words, group_by_speaker, widen_to_turns
 from .records import Diarization, Result, Span, Transcript, Waveform
 from .runtime import Placement, apply_tf32, resolve_placement
@@ -135,12 +136,17 @@ class Transcriber:
         cfg: InferenceConfig,
         hook: StageHook | None = None,
         progress: ProgressHook | None = None,
+        cancel: CancelToken | None = None,
     ) -> Result:
+        """The whole job. ``cancel`` is checked at every step, Whisper sub-stage and diarizer batch; when it fires
+        the work stops there with RequestCancelled (diarization running alongside stops too)."""
         timings: dict[str, float] = {}
         warnings: list[str] = []
+        cancel = cancel or CancelToken()
 
         @contextmanager
         def stage(name: str):
+            cancel.check()
             t0 = time.perf_counter()
             yield
             timings[name] = round(time.perf_counter() - t0, 4)
@@ -161,7 +167,11 @@ class Transcriber:
                 "(set DIARIZATION_MODEL)"
             )
 
-        report = progress or (lambda *_: None)
+        def report(name: str, done: int, total: int) -> None:
+            cancel.check()
+            if progress:
+                progress(name, done, total)
+
         report("speech", 0, 1)
         with stage("vad"):
             regions = self.speech(waveform, cfg)
@@ -174,13 +184,17 @@ class Transcriber:
 
         future = None
         if diarizer is not None and windows:
-            future = self._pool.submit(self._diarize, waveform, cfg)
+            future = self._pool.submit(self._diarize, waveform, cfg, cancel)
             if not self.overlap:  # sequential: diarization first, then ASR
                 future.result()
         with stage("asr"):
-            transcript = self._transcribe(
-                waveform, windows, opts, lambda done, total: report("transcribe", done, total), timings
-            )
+            try:
+                transcript = self._transcribe(
+                    waveform, windows, opts, lambda done, total: report("transcribe", done, total), timings, cancel
+                )
+            except BaseException:
+                cancel.cancel("failed")  # diarization running alongside stops at its next batch
+                raise
         diarization = None
         if future is not None:
             report("diarize", 0, 1)
@@ -211,7 +225,7 @@ class Transcriber:
         )
 
     def _transcribe(
-        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None, timings=None
+        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None, timings=None, cancel=None
     ) -> Transcript:
         """ASR with an automatic smaller batch on accelerator out-of-memory."""
         import torch
@@ -221,22 +235,29 @@ class Transcriber:
         while True:
             try:
                 return self.models.asr.transcribe(
-                    waveform, windows, AsrOptions(**{**opts.__dict__, "batch_size": batch}), progress, timings
+                    waveform, windows, AsrOptions(**{**opts.__dict__, "batch_size": batch}), progress, timings, cancel
                 )
             except oom as exc:
                 torch.cuda.empty_cache()
                 if batch == 1 or opts.assisted:
+                    logger.error("out of accelerator memory at batch size 1: %s", short_message(exc))
                     raise CapacityError(
-                        f"out of accelerator memory even at batch size 1: {short_message(exc)}"
+                        "out of accelerator memory even at batch size 1; retry later or send shorter audio"
                     ) from exc
                 batch = max(1, batch // 2)
                 logger.warning("out of memory; retrying with batch_size=%d", batch)
 
-    def _diarize(self, waveform: Waveform, cfg: InferenceConfig) -> tuple[Diarization | None, float, str | None]:
+    def _diarize(
+        self, waveform: Waveform, cfg: InferenceConfig, cancel: CancelToken
+    ) -> tuple[Diarization | None, float, str | None]:
         t0 = time.perf_counter()
         try:
-            result = self.models.diarizer(waveform, cfg.num_speakers, cfg.min_speakers, cfg.max_speakers)
+            result = self.models.diarizer(
+                waveform, cfg.num_speakers, cfg.min_speakers, cfg.max_speakers, checkpoint=cancel.check
+            )
             return result, time.perf_counter() - t0, None
+        except RequestCancelled:
+            raise
         except Exception as exc:  # reported in the response; the transcript must survive
             logger.exception("diarization failed")
             return None, time.perf_counter() - t0, f"{type(exc).__name__}: {short_message(exc, 300)}"

@@ -22,6 +22,16 @@ class Waveform:
 
 
 @dataclass(frozen=True, slots=True)
+class DecodedAudio:
+    """A request's audio after decoding: the 16 kHz waveform, the input's own sample rate, and what went wrong
+    without making the audio unusable (corrupt packets skipped, a file cut short), for the response's warnings."""
+
+    waveform: Waveform
+    native_rate: int
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Span:
     """A half-open time interval [start, end)."""
 

@@ -7,13 +7,17 @@ Process-wide side effects this package makes, all here:
   end-of-text token and every decoded window starts from the same prompt, so there is no padding to mask.
 * TF32 matmul: pyannote turns it OFF process-wide on every CUDA pipeline call. :func:`tf32_guard` restores the
   setting the deployer chose (``ALLOW_TF32``) once diarization returns, so Whisper's speed does not depend on
-  whether the previous request was diarized.
+  whether the previous request was diarized. The guard counts the calls inside it and restores the setting only
+  when the last one leaves, so with ``MAX_CONCURRENCY`` > 1 no pyannote call ever runs with TF32 switched back
+  on under it. (Whisper decoding that runs meanwhile in float32 sees TF32 off until then; in the GPU default
+  dtypes, bfloat16 and float16, TF32 does not apply.)
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -80,13 +84,23 @@ def apply_tf32(allow: bool) -> None:
         torch.backends.cudnn.allow_tf32 = allow
 
 
+_TF32_LOCK = threading.Lock()
+_TF32_INSIDE = 0
+
+
 @contextmanager
 def tf32_guard(allow: bool):
-    """Run a block (a pyannote call) and put the TF32 setting back to ``allow`` afterwards."""
+    """Run a block (a pyannote call) and put the TF32 setting back to ``allow`` when the last such block ends."""
+    global _TF32_INSIDE
+    with _TF32_LOCK:
+        _TF32_INSIDE += 1
     try:
         yield
     finally:
-        apply_tf32(allow)
+        with _TF32_LOCK:
+            _TF32_INSIDE -= 1
+            if _TF32_INSIDE == 0:
+                apply_tf32(allow)
 
 
 class _DropMessage(logging.Filter):

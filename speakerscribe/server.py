@@ -4,22 +4,33 @@
 
 Routes
 ------
-* ``GET /``, ``GET /health``: 200 ``Ok`` once the models are loaded, 503 while loading (500 if loading failed).
+* ``GET /``, ``GET /health``: 200 ``Ok`` once the models are loaded, 503 while loading or shutting down, 500 if
+  loading failed (the reason goes to the log, not the answer).
+* ``GET /metrics``: Prometheus text format (see :mod:`speakerscribe.metrics`).
 * ``POST /``, ``POST /predict``: ``{"inputs": <base64>, "parameters": {...}}`` as JSON, or a raw ``audio/*`` body
   with parameters in the query string (digits become numbers, ``true``/``false`` booleans), as the Endpoints
   runtime does. Answers the handler's JSON.
 * ``POST /v1/audio/transcriptions``: OpenAI's multipart API (``file``, ``model``, ``language``, ``prompt``,
   ``temperature``, ``response_format``, ``timestamp_granularities[]``, plus our parameters as extra fields).
 
-Statuses: 400 bad input, 401 missing/wrong bearer token (when ``API_TOKEN`` is set), 413 body too large,
-415 unsupported body type, 503 not ready / queue full / out of accelerator memory (with ``Retry-After``),
-500 our failure (traceback in the log, request id in the answer). One JSON log line per request, with timings;
-never the audio, never a token.
+A request's life: auth and readiness; the body is read in full (``MAX_BODY_MB``, ``BODY_TIMEOUT_S``) and its
+parameters checked *before* it queues for a processing slot (``MAX_CONCURRENCY``, ``MAX_QUEUE``,
+``QUEUE_TIMEOUT_S``); the work runs in a thread under a deadline (``REQUEST_TIMEOUT_S``) and stops at its next
+checkpoint when the deadline passes, the client disconnects, or shutdown's grace period (``GRACEFUL_TIMEOUT_S``)
+ends. SIGTERM: stop accepting, answer 503 to what is queued, let running work finish within the grace period.
+
+Statuses: 400 bad input (every parse failure), 401 missing/wrong bearer token (when ``API_TOKEN`` is set), 408
+body not received within ``BODY_TIMEOUT_S``, 413 body or audio too large, 415 unsupported body type, 503 not
+ready / queue full / shutting down / out of accelerator memory (with ``Retry-After``), 504 past
+``REQUEST_TIMEOUT_S``, 500 our failure (traceback in the log, request id in the answer). A client that
+disconnects gets nothing and is logged as 499. One JSON log line per request, with timings; never the audio,
+never a token.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hmac
 import json
 import logging
@@ -27,15 +38,19 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .errors import CapacityError, InputError, ModelLoadError, short_message
+from .admission import Admission, Refused
+from .cancel import CancelToken
+from .errors import AudioTooLongError, CapacityError, InputError, ModelLoadError, RequestCancelled, short_message
 from .formats import to_openai_diarized, to_openai_json, to_openai_verbose, to_srt, to_vtt
+from .metrics import ServerMetrics
 from .settings import InferenceConfig
 
 logger = logging.getLogger("speakerscribe.server")
@@ -43,6 +58,7 @@ access_log = logging.getLogger("speakerscribe.access")
 
 OPENAI_FORMATS = ("json", "text", "srt", "verbose_json", "vtt", "diarized_json")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._\-]{1,64}$")
+CLIENT_GONE = 499  # logged (nginx's convention) when the client disconnected before its answer
 
 
 class ServerSettings(BaseSettings):
@@ -53,10 +69,17 @@ class ServerSettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(5000, ge=1, le=65535)
     api_token: SecretStr | None = Field(None, description="require `Authorization: Bearer <token>` on POST routes")
-    max_body_mb: float = Field(100.0, gt=0, description="largest accepted request body")
+    max_body_mb: float = Field(100.0, gt=0, description="largest accepted request body, every route and encoding")
     max_concurrency: int = Field(1, ge=1, description="requests processed at once")
     max_queue: int = Field(8, ge=0, description="requests waiting beyond those; more get 503")
     queue_timeout_s: float = Field(600.0, gt=0, description="longest wait for a processing slot")
+    body_timeout_s: float = Field(120.0, gt=0, description="longest time the request body may take to arrive (408)")
+    request_timeout_s: float = Field(
+        3600.0, gt=0, description="deadline of a request's work, queueing included (504); stops at the next window"
+    )
+    graceful_timeout_s: float = Field(
+        30.0, ge=0, description="on SIGTERM, how long running requests may go on before they are stopped"
+    )
 
 
 class HttpError(Exception):
@@ -67,46 +90,31 @@ class HttpError(Exception):
         self.headers = headers or {}
 
 
-class Admission:
-    """At most ``concurrency`` requests run; at most ``queue`` more wait; the rest are turned away at once."""
+class ClientGone(Exception):
+    """The client disconnected; there is nobody to answer."""
 
-    def __init__(self, concurrency: int, queue: int, timeout_s: float):
-        import anyio
 
-        self._slots = anyio.Semaphore(concurrency)
-        self._limit = concurrency + queue
-        self._inside = 0
-        self._timeout = timeout_s
+REFUSALS = {
+    "busy": HttpError(503, "the server is busy: the queue is full; retry later", {"Retry-After": "5"}),
+    "timeout": HttpError(503, "timed out waiting for a processing slot; retry later", {"Retry-After": "10"}),
+    "shutdown": HttpError(503, "the server is shutting down; retry on another replica", {"Retry-After": "5"}),
+}
 
-    async def __aenter__(self):
-        import anyio
 
-        if self._inside >= self._limit:
-            raise HttpError(503, "the server is busy: the queue is full; retry later", {"Retry-After": "5"})
-        self._inside += 1
-        try:
-            with anyio.fail_after(self._timeout):
-                await self._slots.acquire()
-        except TimeoutError:
-            self._inside -= 1
-            raise HttpError(
-                503, "timed out waiting for a processing slot; retry later", {"Retry-After": "10"}
-            ) from None
-        except BaseException:
-            self._inside -= 1
-            raise
-        return self
+@dataclass
+class Job:
+    """A request read and checked, ready to queue: the handler's input and how to render its result."""
 
-    async def __aexit__(self, *exc):
-        self._slots.release()
-        self._inside -= 1
+    data: dict[str, Any]
+    render: Callable[[Any, InferenceConfig], Any]
 
 
 def query_parameters(items) -> dict[str, Any]:
-    """Query-string values as the Endpoints runtime converts them: digits -> int, true/false -> bool."""
+    """Query-string values as the Endpoints runtime converts them: digits -> int, true/false -> bool.
+    Digit strings longer than 18 characters stay strings (and fail validation with a 400)."""
     out: dict[str, Any] = {}
     for key, value in items:
-        if re.fullmatch(r"-?\d+", value):
+        if re.fullmatch(r"-?\d{1,18}", value):
             out[key] = int(value)
         elif value.lower() in ("true", "false"):
             out[key] = value.lower() == "true"
@@ -116,15 +124,18 @@ def query_parameters(items) -> dict[str, Any]:
 
 
 def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None = None):
-    """The ASGI app. ``load_handler`` builds the EndpointHandler; it runs in a thread after start-up."""
+    """The ASGI app. ``load_handler`` builds the EndpointHandler; it runs in a thread after start-up.
+
+    ``app.state.shutdown()`` starts a graceful shutdown (what SIGTERM does under :func:`main`)."""
     from starlette.applications import Starlette
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
 
     settings = settings or ServerSettings()
-    state: dict[str, Any] = {"handler": None, "error": None}
+    state: dict[str, Any] = {"handler": None, "failed": False, "loop": None}
     admission = Admission(settings.max_concurrency, settings.max_queue, settings.queue_timeout_s)
+    metrics = ServerMetrics.create(lambda: admission.queued, lambda: admission.in_flight)
     max_bytes = int(settings.max_body_mb * 1024 * 1024)
     token = settings.api_token.get_secret_value() if settings.api_token else None
 
@@ -132,20 +143,31 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
         try:
             state["handler"] = load_handler()
             logger.info("models loaded; ready")
-        except Exception as exc:  # reported by /health and every request
-            state["error"] = f"{type(exc).__name__}: {short_message(exc)}"
+        except Exception:  # the reason goes to the log; /health and requests say only that loading failed
+            state["failed"] = True
             logger.exception("model loading failed")
+
+    def shutdown() -> None:
+        """Graceful shutdown, in the event loop: refuse queued and new work, stop running work after the grace."""
+        if admission.draining:
+            return
+        logger.info("shutting down: %d running, %d queued", admission.in_flight, admission.queued)
+        admission.drain()
+        asyncio.get_running_loop().call_later(settings.graceful_timeout_s, admission.stop_running)
 
     @asynccontextmanager
     async def lifespan(app):
+        state["loop"] = asyncio.get_running_loop()
         threading.Thread(target=load, name="load-models", daemon=True).start()
         yield
 
     def ready_handler():
+        if admission.draining:
+            raise REFUSALS["shutdown"]
         if state["handler"] is not None:
             return state["handler"]
-        if state["error"]:
-            raise HttpError(503, f"the models failed to load: {state['error']}")
+        if state["failed"]:
+            raise HttpError(503, "the models failed to load; the server log has the reason")
         raise HttpError(503, "the models are still loading; retry shortly", {"Retry-After": "5"})
 
     def check_auth(request: Request) -> None:
@@ -159,52 +181,103 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
             )
 
     async def read_body(request: Request) -> bytes:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > max_bytes:
-            raise HttpError(413, f"the body is {int(declared)} bytes; the limit is {max_bytes} (MAX_BODY_MB)")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_bytes:
-                raise HttpError(413, f"the body is larger than {max_bytes} bytes (MAX_BODY_MB)")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    async def run_in_thread(fn, *args):
+        """The whole body, whatever its encoding (length-delimited or chunked), within the size and time limits."""
         import anyio
 
-        return await anyio.to_thread.run_sync(fn, *args)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and len(declared) < 20 and int(declared) > max_bytes:
+            raise HttpError(413, f"the body is {int(declared)} bytes; the limit is {max_bytes} (MAX_BODY_MB)")
+        chunks, size = [], 0
+        try:
+            with anyio.fail_after(settings.body_timeout_s):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise HttpError(413, f"the body is larger than {max_bytes} bytes (MAX_BODY_MB)")
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise HttpError(
+                408, f"the body did not arrive within {settings.body_timeout_s:g} s (BODY_TIMEOUT_S)"
+            ) from None
+        except ClientDisconnect:
+            raise ClientGone() from None
+        return b"".join(chunks)
 
-    async def serve(request: Request, work, error_shape: Callable[[int, str, str], Response]) -> Response:
-        """Common request life: id, auth, readiness, admission, run, map errors, one log line."""
+    async def run_job(request: Request, handler, job: Job, cancel: CancelToken, info: dict) -> Any:
+        """Queue for a slot and run the handler in a thread, while watching for the client to disconnect."""
+        import anyio
+
+        outcome: dict[str, Any] = {}
+        t_queue = time.perf_counter()
+
+        async def watch_disconnect(scope) -> None:
+            while True:
+                message = await request.receive()
+                if message["type"] == "http.disconnect":
+                    cancel.cancel("disconnected")
+                    scope.cancel()
+                    return
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch_disconnect, group.cancel_scope)
+            try:
+                async with admission.slot(cancel):
+                    info["queue_ms"] = round((time.perf_counter() - t_queue) * 1000, 1)
+                    outcome["result"] = await anyio.to_thread.run_sync(handler.process, job.data, cancel)
+            except Exception as exc:  # re-raised below, outside the task group (no exception groups)
+                outcome["error"] = exc
+            group.cancel_scope.cancel()
+        if "error" in outcome:
+            raise outcome["error"]
+        if "result" not in outcome:  # the watcher cancelled the wait or the work: the client is gone
+            raise ClientGone()
+        return outcome["result"]
+
+    async def serve(
+        request: Request, route: str, parse: Callable[[Request, bytes, Any], Awaitable[Job]], error_shape
+    ) -> Response:
+        """Common request life: id, auth, readiness, body, checks, admission, run, map errors, log, metrics."""
         rid = request.headers.get("x-request-id", "")
         rid = rid if _REQUEST_ID.match(rid) else uuid.uuid4().hex
         t0 = time.perf_counter()
         info: dict[str, Any] = {}
+        response: Response | None = None
         try:
             check_auth(request)
             handler = ready_handler()
-            async with admission:
-                info["queue_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-                response = await work(request, handler, info)
+            body = await read_body(request)
+            job = await parse(request, body, handler)
+            cancel = CancelToken(settings.request_timeout_s)
+            result, cfg = await run_job(request, handler, job, cancel, info)
+            info.update(audio_s=round(result.duration, 3), timings=result.timings)
+            response = job.render(result, cfg)
             status = response.status_code
+        except ClientGone:
+            status = CLIENT_GONE
+        except Refused as exc:
+            status, response = _error(REFUSALS[exc.reason], error_shape, rid, info)
         except HttpError as exc:
-            status, response = exc.status, error_shape(exc.status, exc.message, rid)
-            response.headers.update(exc.headers)
-            info["error"] = exc.message
+            status, response = _error(exc, error_shape, rid, info)
+        except RequestCancelled as exc:
+            if exc.reason == "disconnected":
+                status = CLIENT_GONE
+            elif exc.reason == "deadline":
+                status, response = _error(HttpError(504, str(exc)), error_shape, rid, info)
+            else:
+                status, response = _error(HttpError(503, str(exc), {"Retry-After": "5"}), error_shape, rid, info)
+        except AudioTooLongError as exc:
+            status, response = _error(HttpError(413, str(exc)), error_shape, rid, info)
         except InputError as exc:
-            status, response = 400, error_shape(400, str(exc), rid)
-            info["error"] = str(exc)
+            status, response = _error(HttpError(400, str(exc)), error_shape, rid, info)
         except (CapacityError, ModelLoadError) as exc:
-            status, response = 503, error_shape(503, str(exc), rid)
-            response.headers["Retry-After"] = "10"
-            info["error"] = str(exc)
+            status, response = _error(HttpError(503, str(exc), {"Retry-After": "10"}), error_shape, rid, info)
         except Exception as exc:
             logger.exception("request %s failed", rid)
-            status = 500
-            response = error_shape(500, f"internal error ({type(exc).__name__}); request id {rid}", rid)
+            message = f"internal error ({type(exc).__name__}); request id {rid}"
+            status, response = _error(HttpError(500, message), error_shape, rid, info)
             info["error"] = type(exc).__name__
-        response.headers["X-Request-ID"] = rid
+        seconds = time.perf_counter() - t0
+        metrics.observe(route, status, seconds, info.get("audio_s"))
         access_log.info(
             json.dumps(
                 {
@@ -212,12 +285,21 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
                     "method": request.method,
                     "path": request.url.path,
                     "status": status,
-                    "ms": round((time.perf_counter() - t0) * 1000, 1),
+                    "ms": round(seconds * 1000, 1),
                     **info,
                 }
             )
         )
+        if response is None:  # nobody to answer; the server drops the connection
+            response = Response(status_code=400)
+        response.headers["X-Request-ID"] = rid
         return response
+
+    def _error(exc: HttpError, error_shape, rid: str, info: dict) -> tuple[int, Response]:
+        response = error_shape(exc.status, exc.message, rid)
+        response.headers.update(exc.headers)
+        info["error"] = exc.message[:300]
+        return exc.status, response
 
     def endpoint_error(status: int, message: str, rid: str) -> Response:
         return JSONResponse({"error": message}, status_code=status)
@@ -226,30 +308,36 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
         kind = {
             400: "invalid_request_error",
             401: "authentication_error",
+            408: "invalid_request_error",
             413: "invalid_request_error",
             415: "invalid_request_error",
-            503: "server_error",
         }.get(status, "server_error")
         return JSONResponse(
             {"error": {"message": message, "type": kind, "param": None, "code": None}}, status_code=status
         )
 
-    # ------------------------------------------------------------------------------------------ Endpoints
+    # ------------------------------------------------------------------------------------- health, metrics
     async def health(request: Request) -> Response:
+        if admission.draining:
+            return JSONResponse({"error": "shutting down"}, status_code=503, headers={"Retry-After": "5"})
         if state["handler"] is not None:
             return PlainTextResponse("Ok")
-        if state["error"]:
-            return JSONResponse({"error": f"the models failed to load: {state['error']}"}, status_code=500)
+        if state["failed"]:
+            return JSONResponse({"error": "the models failed to load; the server log has the reason"}, status_code=500)
         return JSONResponse({"error": "loading"}, status_code=503, headers={"Retry-After": "5"})
 
-    async def predict_work(request: Request, handler, info) -> Response:
-        body = await read_body(request)
+    async def metrics_route(request: Request) -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
+
+    # ------------------------------------------------------------------------------------------ Endpoints
+    async def predict_job(request: Request, body: bytes, handler) -> Job:
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype in ("application/json", "") and body[:1] in (b"{", b"["):
             try:
                 data = json.loads(body)
-            except ValueError as exc:
-                raise InputError(f"the body is not valid JSON: {exc}") from None
+            except (ValueError, RecursionError) as exc:
+                raise InputError(f"the body is not valid JSON: {short_message(exc, 200)}") from None
         elif ctype.startswith("audio/") or ctype in ("application/octet-stream", "video/webm", "video/mp4"):
             data = {"inputs": body, "parameters": query_parameters(request.query_params.multi_items())}
         elif ctype == "application/json":
@@ -257,17 +345,17 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
         else:
             raise HttpError(
                 415,
-                f"unsupported Content-Type {ctype!r}: send application/json "
+                f"unsupported Content-Type {ctype[:100]!r}: send application/json "
                 '({"inputs": <base64>, "parameters": {...}}) or the audio file as audio/*',
             )
-        result, cfg = await run_in_thread(handler.process, data)
-        info.update(audio_s=round(result.duration, 3), timings=result.timings)
+        if isinstance(data, dict):
+            handler.check_parameters(data.get("parameters"))
         from .response import endpoint_response
 
-        return JSONResponse(endpoint_response(result, words=cfg.word_timestamps))
+        return Job(data, lambda result, cfg: JSONResponse(endpoint_response(result, words=cfg.word_timestamps)))
 
     async def predict(request: Request) -> Response:
-        return await serve(request, predict_work, endpoint_error)
+        return await serve(request, "predict", predict_job, endpoint_error)
 
     # -------------------------------------------------------------------------------------------- OpenAI
     openai_fields = {
@@ -284,38 +372,46 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
     }
     extra_fields = set(InferenceConfig.model_fields) - {"language", "prompt", "temperature", "sampling_rate"}
 
-    async def openai_work(request: Request, handler, info) -> Response:
+    async def openai_job(request: Request, body: bytes, handler) -> Job:
         ctype = request.headers.get("content-type", "")
         if not ctype.startswith("multipart/form-data"):
             raise HttpError(415, "send multipart/form-data with a `file` field, as the OpenAI API does")
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > max_bytes:
-            raise HttpError(413, f"the body is {int(declared)} bytes; the limit is {max_bytes} (MAX_BODY_MB)")
+        form = await _parse_form(request, body)
         try:
-            form = await request.form(max_files=1, max_fields=64, max_part_size=max_bytes)
-        except Exception as exc:
-            raise InputError(f"could not read the multipart form: {short_message(exc)}") from None
-        try:
-            return await openai_transcribe(form, handler, info)
+            return await openai_form_job(form, handler)
         finally:
             await form.close()
 
-    async def openai_transcribe(form, handler, info) -> Response:
+    async def _parse_form(request: Request, body: bytes):
+        """The multipart form from the body already read (so its size and time limits held for every part)."""
+        sent = False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        try:
+            return await Request(request.scope, replay).form(max_files=1, max_fields=64, max_part_size=max_bytes)
+        except Exception as exc:  # any parse failure of a stranger's form is their error
+            raise InputError(f"could not read the multipart form: {short_message(exc, 200)}") from None
+
+    async def openai_form_job(form, handler) -> Job:
         unknown = sorted(set(form.keys()) - openai_fields - extra_fields)
         if unknown:
             raise InputError(
-                f"unknown field(s) {', '.join(map(repr, unknown))}; accepted: "
+                f"unknown field(s) {', '.join(repr(u[:60]) for u in unknown[:5])}; accepted: "
                 f"{', '.join(sorted(openai_fields | extra_fields))}"
             )
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             raise InputError("the `file` field (the audio file) is missing")
         audio = await upload.read()
-        if len(audio) > max_bytes:
-            raise HttpError(413, f"the file is larger than {max_bytes} bytes (MAX_BODY_MB)")
-        fmt = (form.get("response_format") or "json").strip()
+        fmt = str(form.get("response_format") or "json").strip()
         if fmt not in OPENAI_FORMATS:
-            raise InputError(f"response_format {fmt!r} is not supported; use one of {', '.join(OPENAI_FORMATS)}")
+            raise InputError(f"response_format {fmt[:60]!r} is not supported; use one of {', '.join(OPENAI_FORMATS)}")
         if str(form.get("stream", "false")).lower() not in ("false", "0", ""):
             raise InputError("stream=true is not supported; send stream=false or omit it")
         strategy = str(form.get("chunking_strategy", "auto") or "auto")
@@ -324,7 +420,9 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
         granularities = set(form.getlist("timestamp_granularities[]")) | set(form.getlist("timestamp_granularities"))
         bad = granularities - {"word", "segment"}
         if bad:
-            raise InputError(f"timestamp_granularities {sorted(bad)} not supported; use word and/or segment")
+            raise InputError(
+                f"timestamp_granularities {sorted(str(b)[:40] for b in bad)[:5]} not supported; use word and/or segment"
+            )
         params: dict[str, Any] = {k: form[k] for k in extra_fields if k in form}
         for key in ("language", "prompt", "temperature"):
             if form.get(key) not in (None, ""):
@@ -333,34 +431,37 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
             params["return_timestamps"] = "word"
         if fmt == "diarized_json" and handler.transcriber.models.diarizer is None:
             raise InputError("response_format diarized_json needs a diarization model (DIARIZATION_MODEL)")
-        info["model"] = str(form.get("model", ""))[:100]
-        result, cfg = await run_in_thread(handler.process, {"inputs": audio, "parameters": params})
-        info.update(audio_s=round(result.duration, 3), timings=result.timings, format=fmt)
-        if fmt == "json":
-            return JSONResponse(to_openai_json(result))
-        if fmt == "text":
-            return PlainTextResponse(result.transcript.text.strip() + "\n" if result.transcript.text else "")
-        if fmt == "srt":
-            return PlainTextResponse(to_srt(result))
-        if fmt == "vtt":
-            return PlainTextResponse(to_vtt(result), media_type="text/vtt")
-        if fmt == "verbose_json":
-            return JSONResponse(
-                to_openai_verbose(
-                    result,
-                    words=cfg.word_timestamps,
-                    segments="segment" in granularities or not granularities,
-                    temperature=cfg.temperature,
+        handler.check_parameters(params)
+
+        def render(result, cfg) -> Response:
+            if fmt == "json":
+                return JSONResponse(to_openai_json(result))
+            if fmt == "text":
+                return PlainTextResponse(result.transcript.text.strip() + "\n" if result.transcript.text else "")
+            if fmt == "srt":
+                return PlainTextResponse(to_srt(result))
+            if fmt == "vtt":
+                return PlainTextResponse(to_vtt(result), media_type="text/vtt")
+            if fmt == "verbose_json":
+                return JSONResponse(
+                    to_openai_verbose(
+                        result,
+                        words=cfg.word_timestamps,
+                        segments="segment" in granularities or not granularities,
+                        temperature=cfg.temperature,
+                    )
                 )
-            )
-        return JSONResponse(to_openai_diarized(result))
+            return JSONResponse(to_openai_diarized(result))
+
+        return Job({"inputs": audio, "parameters": params}, render)
 
     async def openai(request: Request) -> Response:
-        return await serve(request, openai_work, openai_error)
+        return await serve(request, "openai", openai_job, openai_error)
 
     routes = [
         Route("/", health, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics_route, methods=["GET"]),
         Route("/", predict, methods=["POST"]),
         Route("/predict", predict, methods=["POST"]),
         Route("/v1/audio/transcriptions", openai, methods=["POST"]),
@@ -368,7 +469,22 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.server = state
+    app.state.shutdown = shutdown
     return app
+
+
+def _graceful_server(config, app):
+    """A uvicorn server whose SIGTERM/SIGINT first drains the app (in its event loop), then stops as usual."""
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            loop = app.state.server.get("loop")
+            if loop is not None:
+                loop.call_soon_threadsafe(app.state.shutdown)
+            super().handle_exit(sig, frame)
+
+    return GracefulServer(config)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,7 +506,17 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    uvicorn.run(create_app(load, settings), host=host, port=port, log_level=args.log_level, access_log=False)
+    app = create_app(load, settings)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=args.log_level,
+        access_log=False,
+        # uvicorn's own limit: past the grace period and the last window's worth of work, connections are closed
+        timeout_graceful_shutdown=int(settings.graceful_timeout_s + 30),
+    )
+    _graceful_server(config, app).run()
     return 0
 
 

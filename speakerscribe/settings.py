@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .diarize import MAX_SPEAKERS, check_speaker_counts
-from .errors import InputError
+from .errors import InputError, quote
 
 DEFAULT_ASR_MODEL = "openai/whisper-large-v3"
+MIN_CHUNK_LENGTH_S = 1.0  # shorter windows give Whisper too little context and the request thousands of windows
 
 
 class ModelSettings(BaseSettings):
@@ -78,9 +79,13 @@ class InferenceConfig(BaseModel):
     assisted: bool | Literal["auto"] = Field(
         False, description="speculative decoding with the draft model (batch 1); 'auto' uses it on single-window audio"
     )
-    chunk_length_s: float = Field(30, gt=0, le=30, description="longest window sent to Whisper, seconds")
+    chunk_length_s: float = Field(
+        30, ge=MIN_CHUNK_LENGTH_S, le=30, description="longest window sent to Whisper, seconds (1 to 30)"
+    )
     sampling_rate: int = Field(16000, ge=1000, le=384000, description="rate of `inputs` given as a sample list")
-    language: str | None = Field(None, description="force a language (ISO-639-1 code or name); null detects")
+    language: str | None = Field(
+        None, max_length=40, description="force a language (ISO-639-1 code or name); null detects"
+    )
     num_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
     min_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
     max_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
@@ -141,7 +146,7 @@ def parse_parameters(parameters: Any) -> InferenceConfig:
     unknown = sorted(set(parameters) - set(VALID_PARAMETERS))
     if unknown:
         raise InputError(
-            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)}; "
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(quote(u, 60) for u in unknown[:5])}; "
             f"valid parameters: {', '.join(VALID_PARAMETERS)}"
         )
     try:
@@ -151,8 +156,8 @@ def parse_parameters(parameters: Any) -> InferenceConfig:
 
 
 def _describe(error: dict) -> str:
-    where = ".".join(str(p) for p in error.get("loc", ()))
-    msg = error.get("msg", "invalid value").removeprefix("Value error, ")
+    where = ".".join(str(p) for p in error.get("loc", ()))[:100]
+    msg = error.get("msg", "invalid value").removeprefix("Value error, ")[:300]
     if "input" in error and where:
-        return f"`{where}`: {msg} (got {error['input']!r})"
+        return f"`{where}`: {msg} (got {quote(error['input'])})"
     return msg

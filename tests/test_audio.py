@@ -16,7 +16,9 @@ from speakerscribe.errors import InputError
 def test_every_supported_container_decodes_to_16k_mono(name):
     container, codec, rate = FORMATS[name]
     data = encode(tone(440, 2.0, rate)[None, :], container, codec, rate)
-    waveform, native = decode_audio(data)
+    decoded = decode_audio(data)
+    waveform, native = decoded.waveform, decoded.native_rate
+    assert decoded.warnings == ()
     assert native == rate
     assert waveform.sample_rate == 16000 and waveform.samples.dtype == np.float32 and waveform.samples.ndim == 1
     assert waveform.duration == pytest.approx(2.0, abs=0.1)  # AAC/MP3/Opus add priming and padding frames
@@ -28,16 +30,17 @@ def test_every_supported_container_decodes_to_16k_mono(name):
 def test_stereo_is_downmixed_by_averaging_channels():
     rate = 44100
     left = tone(440, 1.0, rate)
-    same, _ = decode_audio(encode(np.stack([left, left]), "wav", "pcm_s16le", rate))
+    same = decode_audio(encode(np.stack([left, left]), "wav", "pcm_s16le", rate)).waveform
     assert np.sqrt(np.mean(same.samples[2000:14000] ** 2)) == pytest.approx(0.5 / np.sqrt(2), rel=0.02)
-    opposite, _ = decode_audio(encode(np.stack([left, -left]), "wav", "pcm_s16le", rate))
+    opposite = decode_audio(encode(np.stack([left, -left]), "wav", "pcm_s16le", rate)).waveform
     assert np.abs(opposite.samples).max() < 1e-3
-    one_side, _ = decode_audio(encode(np.stack([left, np.zeros_like(left)]), "flac", "flac", rate))
+    one_side = decode_audio(encode(np.stack([left, np.zeros_like(left)]), "flac", "flac", rate)).waveform
     assert np.sqrt(np.mean(one_side.samples[2000:14000] ** 2)) == pytest.approx(0.25 / np.sqrt(2), rel=0.02)
 
 
 def test_resampling_keeps_the_signal():
-    waveform, native = decode_audio(encode(tone(1000, 1.0, 8000)[None, :], "wav", "pcm_s16le", 8000))
+    decoded = decode_audio(encode(tone(1000, 1.0, 8000)[None, :], "wav", "pcm_s16le", 8000))
+    waveform, native = decoded.waveform, decoded.native_rate
     assert native == 8000 and len(waveform.samples) == 16000
     assert dominant_frequency(waveform.samples, 16000) == pytest.approx(1000, abs=2)
 
@@ -52,13 +55,14 @@ def test_raw_bytes_base64_string_base64_bytes_and_data_uri_are_the_same_audio():
         "data:audio/wav;base64," + b64.decode(),
         base64.urlsafe_b64encode(data).decode().rstrip("="),
     ]
-    decoded = [load_inputs(f)[0].samples for f in forms]
+    decoded = [load_inputs(f).waveform.samples for f in forms]
     for d in decoded[1:]:
         np.testing.assert_array_equal(d, decoded[0])
 
 
 def test_sample_list_inputs_use_sampling_rate():
-    w, rate = load_inputs(tone(200, 1.0, 8000).tolist(), 8000)
+    decoded = load_inputs(tone(200, 1.0, 8000).tolist(), 8000)
+    w, rate = decoded.waveform, decoded.native_rate
     assert rate == 8000 and len(w.samples) == 16000
 
 
@@ -94,7 +98,7 @@ def test_undecodable_error_lists_accepted_formats():
 
 def test_truncated_file_keeps_what_decodes():
     data = encode(tone(440, 2.0, 44100)[None, :], "mp3", "libmp3lame", 44100)
-    waveform, _ = decode_audio(data[: len(data) // 2])
+    waveform = decode_audio(data[: len(data) // 2]).waveform
     assert 0.5 < waveform.duration < 1.5
 
 
@@ -105,7 +109,7 @@ def test_container_without_samples_is_empty_audio_not_an_error():
 
     buf = io.BytesIO()
     sf.write(buf, np.zeros(0, dtype=np.float32), 16000, format="WAV", subtype="PCM_16")
-    waveform, _ = decode_audio(buf.getvalue())
+    waveform = decode_audio(buf.getvalue()).waveform
     assert waveform.duration == 0
 
 

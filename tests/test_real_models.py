@@ -126,7 +126,7 @@ def test_diarization_error_rate(real_models, conversations, shared_frames):
     assert transcriber.models.diarizer.shared_frames is (shared_frames == "true")
     for key in ("meeting", "backchannels"):
         conv = conversations[key]
-        result = transcriber.run(decode_audio(conv.wav.read_bytes())[0], InferenceConfig())
+        result = transcriber.run(decode_audio(conv.wav.read_bytes()).waveform, InferenceConfig())
         turns = [(t.start, t.end, t.speaker) for t in result.diarization.exclusive]
         detail = der(conv, turns)
         assert detail["diarization error rate"] <= DER_LIMIT, (key, detail)
@@ -225,7 +225,7 @@ def test_without_the_second_pass_the_two_male_voices_are_merged(real_models, spe
     from speakerscribe.runtime import resolve_placement
 
     conv = synthesize(THREE_SPEAKERS, speech_dir, "three_speakers")
-    waveform = decode_audio(conv.wav.read_bytes())[0]
+    waveform = decode_audio(conv.wav.read_bytes()).waveform
     placement = resolve_placement("cpu", "auto", "auto")
     found = {}
     for second_pass in (False, True):

@@ -353,7 +353,10 @@ def test_not_ready_is_503_then_ok():
     gate = threading.Event()
 
     class Broken:
-        def process(self, data):
+        def check_parameters(self, parameters):
+            return None
+
+        def process(self, data, cancel=None):
             raise RuntimeError("boom: a bug of ours")
 
     def load():
@@ -394,9 +397,14 @@ def test_failed_model_load_is_reported():
             if health.status_code != 503:
                 break
             time.sleep(0.05)
-        assert health.status_code == 500 and "ASR_MODEL" in health.json()["error"]
+        # the reason goes to the log only: no internals in answers
+        assert health.status_code == 500 and "failed to load" in health.json()["error"]
+        assert "ASR_MODEL" not in health.text and "nowhere" not in health.text
         r = requests.post(url + "/predict", json={"inputs": "AAAA"}, timeout=5)
-        assert r.status_code == 503 and "failed to load" in r.json()["error"]
+        assert r.status_code == 503 and "failed to load" in r.json()["error"] and "nowhere" not in r.text
+        # the process keeps answering
+        assert requests.get(url + "/metrics", timeout=5).status_code == 200
+        assert requests.get(url + "/health", timeout=5).status_code == 500
     finally:
         srv.should_exit = True
         thread.join(10)
