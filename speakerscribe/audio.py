@@ -43,6 +43,7 @@ MIN_FILE_RATE = 4000
 MAX_FILE_RATE = 384000
 MAX_CHANNELS = 32
 PROBE_BYTES = 1 << 20  # how much of the body FFmpeg may read to find the stream parameters
+EMPTY_FILE_BYTES = 2048  # a file this small may hold no samples (an empty WAV is 44 bytes); a larger one must
 LOST_FRACTION_IS_ERROR = 0.5  # decode errors that cost more than this share of the declared duration -> 400
 
 # decoders we run on strangers' bytes: the common speech and music codecs, nothing else
@@ -218,15 +219,17 @@ def decode_audio(data: bytes, max_seconds: float = math.inf) -> DecodedAudio:
             f"Accepted formats: {ACCEPTED_FORMATS}."
         ) from None
     with container:
-        return _decode_stream(container, demuxer, max_seconds)
+        return _decode_stream(container, demuxer, max_seconds, len(data))
 
 
-def _decode_stream(container, demuxer: str, max_seconds: float) -> DecodedAudio:
+def _decode_stream(container, demuxer: str, max_seconds: float, len_data: int) -> DecodedAudio:
     import av
 
     if not container.streams.audio:
         raise InputError(f"the {demuxer} file has no audio stream. Accepted formats: {ACCEPTED_FORMATS}.")
     stream = container.streams.audio[0]
+    if stream.codec_context is None:
+        raise InputError(f"the {demuxer} file's audio stream has no decoder. Accepted formats: {ACCEPTED_FORMATS}.")
     codec = stream.codec_context.name or "unknown"
     if not _codec_allowed(codec):
         raise InputError(f"the audio codec {codec!r} is not accepted. Accepted formats: {ACCEPTED_FORMATS}.")
@@ -261,6 +264,11 @@ def _decode_stream(container, demuxer: str, max_seconds: float) -> DecodedAudio:
     out.flush()
     samples = out.samples()
     decoded = samples.size / SAMPLE_RATE
+    if samples.size == 0 and (declared or bad_packets or stopped or len_data > EMPTY_FILE_BYTES):
+        raise InputError(
+            f"no audio could be decoded from the {len_data}-byte {demuxer} file ({codec}). "
+            f"Accepted formats: {ACCEPTED_FORMATS}."
+        )
     warnings = _decode_warnings(decoded, declared, bad_packets, stopped, codec)
     return DecodedAudio(Waveform(samples), native_rate or stream.codec_context.sample_rate or SAMPLE_RATE, warnings)
 
@@ -322,7 +330,8 @@ def waveform_from_samples(values: Any, sampling_rate: int, max_seconds: float = 
             f"{max_seconds:.0f} s (MAX_AUDIO_SECONDS)"
         )
     try:
-        arr = np.asarray(values, dtype=np.float32)
+        with np.errstate(over="ignore"):  # out-of-range numbers become inf and are refused below
+            arr = np.asarray(values, dtype=np.float32)
     except (TypeError, ValueError, OverflowError):
         raise InputError(f"`inputs` is a list but not a list of numbers. {ACCEPTED_INPUTS}.") from None
     if arr.ndim != 1:

@@ -515,6 +515,9 @@ def main(argv: list[str] | None = None) -> int:
         access_log=False,
         # uvicorn's own limit: past the grace period and the last window's worth of work, connections are closed
         timeout_graceful_shutdown=int(settings.graceful_timeout_s + 30),
+        # a request line or header block up to 1 MB reaches the app (which answers a clear 400) instead of h11's
+        # 16 kB default, past which the connection is dropped mid-upload
+        h11_max_incomplete_event_size=1 << 20,
     )
     _graceful_server(config, app).run()
     return 0

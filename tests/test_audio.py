@@ -117,3 +117,67 @@ def test_pure_base64_text_bytes_are_decoded_but_real_audio_bytes_are_not():
     data = wav_bytes(tone(300, 0.2, 16000))
     assert audio_bytes_from_inputs(data) == data
     assert audio_bytes_from_inputs(base64.b64encode(data)) == data
+
+
+def test_corrupt_bytes_mid_file_are_skipped_with_a_warning_not_a_silent_cut():
+    data = bytearray(encode(tone(440, 10.0, 44100)[None, :], "mp3", "libmp3lame", 44100))
+    middle = len(data) // 5  # 2 s in: before, the decode stopped here and returned 1.96 s without a word
+    data[middle : middle + 64] = bytes(range(64))
+    decoded = decode_audio(bytes(data))
+    assert decoded.waveform.duration > 9.5
+    assert decoded.warnings and "could not be decoded completely" in decoded.warnings[0]
+
+
+def test_a_file_that_loses_most_of_its_audio_to_errors_is_refused():
+    data = bytearray(encode(tone(440, 3.0, 48000)[None, :], "flac", "flac", 48000))
+    data[64:] = np.random.default_rng(0).integers(0, 256, len(data) - 64, dtype=np.uint8).tobytes()
+    with pytest.raises(InputError, match="no audio could be decoded|corrupt"):
+        decode_audio(bytes(data))
+
+
+def test_decoding_stops_at_the_length_limit_without_decoding_the_rest():
+    import tracemalloc
+
+    from speakerscribe.errors import AudioTooLongError
+
+    data = encode(np.zeros((1, 48000 * 60), dtype=np.float32), "flac", "flac", 48000)  # 60 s of silence
+    tracemalloc.start()
+    with pytest.raises(AudioTooLongError, match="MAX_AUDIO_SECONDS"):
+        decode_audio(data, max_seconds=5)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 16000 * 4 * 20  # well under the 60 s the file holds, at 16 kHz float32
+    assert decode_audio(data, max_seconds=61).waveform.duration == pytest.approx(60, abs=0.1)
+
+
+@pytest.mark.parametrize(
+    "rate, channels, needle", [(1, 1, "sample rate is 1 Hz"), (500000, 1, "accepted rates"), (16000, 40, "channels")]
+)
+def test_header_bombs_are_refused_before_decoding(rate, channels, needle):
+    from speakerscribe.offline.hostile import wav_header
+
+    payload = b"\x00" * 200000
+    with pytest.raises(InputError, match=needle):
+        decode_audio(wav_header(rate, channels, 16, len(payload)) + payload)
+
+
+def test_sample_lists_are_checked_for_length_before_resampling():
+    from speakerscribe.errors import AudioTooLongError
+
+    with pytest.raises(AudioTooLongError, match="MAX_AUDIO_SECONDS"):
+        load_inputs([0.0] * 20000, 1000, max_seconds=10)  # 20 s at 1 kHz would become 320000 samples
+    with pytest.raises(InputError, match="numbers"):
+        load_inputs([0.1, 10**400], 16000)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"ffconcat version 1.0\nfile README.md\n",
+        b"v=0\no=- 0 0 IN IP4 127.0.0.1\ns=x\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 5004 RTP/AVP 0\n",
+        b"#EXTM3U\n#EXTINF:10,\nfile:///etc/passwd\n",
+    ],
+)
+def test_playlist_and_script_formats_are_never_opened(body):
+    with pytest.raises(InputError, match="not a file of a supported format"):
+        decode_audio(body)

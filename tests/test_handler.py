@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 
 import numpy as np
 import pytest
@@ -292,8 +293,9 @@ def test_out_of_memory_retries_with_smaller_batches_then_reports_capacity(random
             raise torch.OutOfMemoryError("CUDA out of memory.")
 
         asr.transcribe = always
-        with pytest.raises(CapacityError, match="batch size 1"):
+        with pytest.raises(CapacityError, match="batch size 1") as err:
             random_handler(body(clip, vad_filter=False, batch_size=2))
+        assert "CUDA" not in str(err.value)  # torch's message (device totals, process ids) stays in the log
     finally:
         asr.transcribe = real
 
@@ -325,3 +327,63 @@ def test_concurrent_requests_give_the_same_answers_as_sequential_ones(random_han
         concurrent = list(pool.map(random_handler, requests))
     for a, b in zip(sequential, concurrent):
         assert a["chunks"] == b["chunks"] and a["speakers"] == b["speakers"]
+
+
+def test_static_cache_decodes_take_turns_under_concurrent_requests(random_models, clip, monkeypatch):
+    """With STATIC_CACHE the compiled decoder step (CUDA graphs) and its cache must not be entered by two requests
+    at once: generate() calls are serialised, and answers equal the sequential ones."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from transformers.generation.utils import GenerationMixin
+
+    cached = make_handler(
+        ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="24", STATIC_CACHE="true", WARMUP_BATCH_SIZE="2"
+    )
+    other = wav_bytes(speechlike(12.0, seed=7))
+    params = {"vad_filter": False, "chunk_length_s": 6, "batch_size": 2}
+    requests = [body(clip, **params), body(other, **params)] * 3
+    sequential = [cached(r)["chunks"] for r in requests]
+
+    real, lock, state = GenerationMixin.generate, threading.Lock(), {"inside": 0, "most": 0}
+
+    def counting(self, *args, **kwargs):
+        with lock:
+            state["inside"] += 1
+            state["most"] = max(state["most"], state["inside"])
+        try:
+            time.sleep(0.02)  # widen the window in which an unserialised call would overlap
+            return real(self, *args, **kwargs)
+        finally:
+            with lock:
+                state["inside"] -= 1
+
+    monkeypatch.setattr(GenerationMixin, "generate", counting)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        concurrent = [out["chunks"] for out in pool.map(cached, requests)]
+    assert concurrent == sequential
+    assert state["most"] == 1
+
+
+def test_tf32_is_restored_only_when_the_last_guarded_call_ends(monkeypatch):
+    import threading
+
+    from speakerscribe import runtime
+
+    applied = []
+    monkeypatch.setattr(runtime, "apply_tf32", lambda allow: applied.append(allow))
+    inside, release = threading.Barrier(3), threading.Event()
+
+    def diarize():
+        with runtime.tf32_guard(True):
+            inside.wait()
+            release.wait()
+
+    workers = [threading.Thread(target=diarize) for _ in range(2)]
+    for w in workers:
+        w.start()
+    inside.wait()  # both are inside the guard
+    release.set()
+    for w in workers:
+        w.join()
+    assert applied == [True]  # once, after the last one left; never while the other was still running
