@@ -45,6 +45,7 @@ MAX_CHANNELS = 32
 PROBE_BYTES = 1 << 20  # how much of the body FFmpeg may read to find the stream parameters
 EMPTY_FILE_BYTES = 2048  # a file this small may hold no samples (an empty WAV is 44 bytes); a larger one must
 LOST_FRACTION_IS_ERROR = 0.5  # decode errors that cost more than this share of the declared duration -> 400
+FIRST_BUFFER_S = 60  # the decode buffer's least size
 
 # decoders we run on strangers' bytes: the common speech and music codecs, nothing else
 _CODECS = {
@@ -139,14 +140,20 @@ def _codec_allowed(name: str) -> bool:
 
 
 class _MonoResampler:
-    """Frames of any layout and rate -> float32 mono 16 kHz, streamed; counts what it produced."""
+    """Frames of any layout and rate -> float32 mono 16 kHz, streamed into one growing buffer.
 
-    def __init__(self, limit_samples: float):
-        self.pieces: list[np.ndarray] = []
-        self.produced = 0
+    The buffer is allocated for the duration the file declares (at least ``FIRST_BUFFER_S``, at most the limit):
+    pages the audio never reaches are never touched, so they cost address space, not memory. It grows by doubling
+    when a file holds more than it declared.
+    """
+
+    def __init__(self, limit_samples: float, expected_samples: int):
         self.limit = limit_samples
         self.rate = 0
         self._stream = None
+        self.produced = 0
+        capacity = max(expected_samples + SAMPLE_RATE, FIRST_BUFFER_S * SAMPLE_RATE)
+        self._buffer = np.empty(int(min(capacity, limit_samples + SAMPLE_RATE)), dtype=np.float32)
 
     def feed(self, planar: np.ndarray, rate: int) -> None:
         if rate != self.rate:
@@ -162,18 +169,23 @@ class _MonoResampler:
             self._stream = None
 
     def _add(self, samples: np.ndarray) -> None:
-        if samples.size:
-            self.pieces.append(np.asarray(samples, dtype=np.float32))
-            self.produced += samples.size
-            if self.produced > self.limit:
-                raise AudioTooLongError(
-                    f"the audio is longer than {self.limit / SAMPLE_RATE:.0f} s, the longest this deployment accepts "
-                    "(MAX_AUDIO_SECONDS); decoding stopped there. Send a shorter file or split it"
-                )
+        if not samples.size:
+            return
+        end = self.produced + samples.size
+        if end > self.limit:
+            raise AudioTooLongError(
+                f"the audio is longer than {self.limit / SAMPLE_RATE:.0f} s, the longest this deployment accepts "
+                "(MAX_AUDIO_SECONDS); decoding stopped there. Send a shorter file or split it"
+            )
+        if end > self._buffer.size:
+            grown = np.empty(int(min(max(end, 2 * self._buffer.size), self.limit + SAMPLE_RATE)), dtype=np.float32)
+            grown[: self.produced] = self._buffer[: self.produced]
+            self._buffer = grown
+        self._buffer[self.produced : end] = samples
+        self.produced = end
 
     def samples(self) -> np.ndarray:
-        out = np.concatenate(self.pieces) if self.pieces else np.zeros(0, dtype=np.float32)
-        self.pieces = []
+        out = self._buffer[: self.produced]
         return np.nan_to_num(out, copy=False, nan=0.0, posinf=1.0, neginf=-1.0)
 
 
@@ -235,7 +247,8 @@ def _decode_stream(container, demuxer: str, max_seconds: float, len_data: int) -
         raise InputError(f"the audio codec {codec!r} is not accepted. Accepted formats: {ACCEPTED_FORMATS}.")
     _check_layout(stream.codec_context.sample_rate, stream.codec_context.channels)
     declared = _declared_seconds(container, stream)
-    out = _MonoResampler(max_seconds * SAMPLE_RATE)
+    expected = int(min(declared or 0.0, max_seconds) * SAMPLE_RATE)
+    out = _MonoResampler(max_seconds * SAMPLE_RATE, expected)
     to_float = av.AudioResampler(format="fltp")
     bad_packets, stopped, native_rate = 0, None, 0
     packets = container.demux(stream)

@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 
+from .bounded_clustering import install as install_bounded_clustering
 from .errors import InputError, ModelLoadError, short_message
 from .recluster import ReclusterOptions, recluster
 from .records import SAMPLE_RATE, Diarization, SpeakerTurn, Waveform
@@ -48,6 +49,8 @@ class SpeakerDiarizer:
         self.allow_tf32 = allow_tf32
         # frames computed once per file instead of once per overlapping window, where the model allows it
         self.shared_frames = shared_frames and install_shared_frames(pipeline)
+        # long recordings: the hierarchical clustering links at most MAX_EMBEDDINGS embeddings (bounded memory)
+        install_bounded_clustering(pipeline)
         # the second clustering pass over short pieces needs those frames (speakerscribe.recluster)
         self.recluster = recluster and self.shared_frames
         self.recluster_options = ReclusterOptions()

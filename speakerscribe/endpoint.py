@@ -10,7 +10,7 @@ from typing import Any
 
 from .audio import load_inputs
 from .cancel import CancelToken
-from .errors import InputError
+from .errors import InputError, quote
 from .pipeline import Transcriber
 from .records import Result
 from .response import endpoint_response
@@ -29,11 +29,14 @@ class EndpointHandler:
         self.transcriber.check(cfg)
         return cfg
 
-    def process(self, data: Any, cancel: CancelToken | None = None) -> tuple[Result, InferenceConfig]:
+    def process(
+        self, data: Any, cancel: CancelToken | None = None, consume: bool = False
+    ) -> tuple[Result, InferenceConfig]:
         """Request body -> (Result, parsed parameters). Raises InputError for anything the caller must fix.
 
         Every parameter is checked (against the loaded models too) before the audio is decoded; ``cancel`` stops
-        the work at the pipeline's next checkpoint (see :mod:`speakerscribe.cancel`)."""
+        the work at the pipeline's next checkpoint (see :mod:`speakerscribe.cancel`). With ``consume``, ``inputs``
+        is taken out of ``data`` so that the encoded audio is freed once decoded (the server's requests)."""
         if not isinstance(data, dict):
             raise InputError('the request body must be a JSON object: {"inputs": <base64 audio>, "parameters": {...}}')
         if "inputs" not in data:
@@ -41,21 +44,19 @@ class EndpointHandler:
         extra = sorted(set(data) - {"inputs", "parameters"})
         if extra:
             raise InputError(
-                f"unknown top-level field(s) {', '.join(map(repr, extra))}; the body holds `inputs` "
+                f"unknown top-level field(s) {', '.join(quote(e, 60) for e in extra[:5])}; the body holds `inputs` "
                 "and optionally `parameters`"
             )
         cfg = self.check_parameters(data.get("parameters"))
-        inputs = data["inputs"]
+        inputs = data.pop("inputs") if consume else data["inputs"]
+        samples_sent = isinstance(inputs, list)
         audio = load_inputs(inputs, cfg.sampling_rate, self.transcriber.max_audio_seconds)
+        del inputs
         result = self.transcriber.run(audio.waveform, cfg, cancel=cancel)
         native_rate = audio.native_rate
         if audio.warnings:
             result = dataclasses.replace(result, warnings=(*audio.warnings, *result.warnings))
-        if (
-            "sampling_rate" in cfg.model_fields_set
-            and not isinstance(inputs, list)
-            and cfg.sampling_rate != native_rate
-        ):
+        if "sampling_rate" in cfg.model_fields_set and not samples_sent and cfg.sampling_rate != native_rate:
             note = (
                 f"sampling_rate={cfg.sampling_rate} was not used: the audio file declares {native_rate} Hz "
                 "(sampling_rate describes `inputs` sent as a list of samples)"

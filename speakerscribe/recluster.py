@@ -63,7 +63,7 @@ def piece_embeddings(pool, frames, pieces: list[SpeakerTurn], frame_s: float, ba
         index = np.minimum(f0[:, None] + np.arange(length)[None, :], n_frames - 1)  # (b, L)
         weights = torch.from_numpy(((f0[:, None] + np.arange(length)[None, :]) < f1[:, None]).astype(np.float32))
         with torch.inference_mode():
-            chunk = frames[:, torch.from_numpy(index).to(frames.device)].permute(1, 0, 2)  # (b, C, L)
+            chunk = frames[:, torch.from_numpy(index).to(frames.device)].permute(1, 0, 2).float()  # (b, C, L)
             out.append(pool(chunk, weights.to(frames.device)).float().cpu().numpy())
     emb = np.concatenate(out) if out else np.zeros((0, 1), dtype=np.float32)
     return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-8)

@@ -90,6 +90,10 @@ class HttpError(Exception):
         self.headers = headers or {}
 
 
+def _process(handler, data: dict, cancel: CancelToken):
+    return handler.process(data, cancel, consume=True)
+
+
 class ClientGone(Exception):
     """The client disconnected; there is nobody to answer."""
 
@@ -223,7 +227,8 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
             try:
                 async with admission.slot(cancel):
                     info["queue_ms"] = round((time.perf_counter() - t_queue) * 1000, 1)
-                    outcome["result"] = await anyio.to_thread.run_sync(handler.process, job.data, cancel)
+                    data, job.data = job.data, None  # the handler consumes the audio: freed once decoded
+                    outcome["result"] = await anyio.to_thread.run_sync(_process, handler, data, cancel)
             except Exception as exc:  # re-raised below, outside the task group (no exception groups)
                 outcome["error"] = exc
             group.cancel_scope.cancel()
@@ -247,6 +252,7 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
             handler = ready_handler()
             body = await read_body(request)
             job = await parse(request, body, handler)
+            del body  # the job holds what it needs; the raw body is not kept through processing
             cancel = CancelToken(settings.request_timeout_s)
             result, cfg = await run_job(request, handler, job, cancel, info)
             info.update(audio_s=round(result.duration, 3), timings=result.timings)

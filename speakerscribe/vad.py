@@ -76,26 +76,31 @@ class SileroVAD:
     def probabilities(self, samples: np.ndarray) -> np.ndarray:
         """(n,) float32 at 16 kHz -> (ceil(n / 512),) speech probability per 32 ms frame."""
         torch = self._torch
+        samples = np.ascontiguousarray(samples, dtype=np.float32)
         n_frames = -(-len(samples) // FRAME)
         if n_frames == 0:
             return np.zeros(0, dtype=np.float32)
-        padded = np.zeros(n_frames * FRAME, dtype=np.float32)
-        padded[: len(samples)] = samples
-        frames = padded.reshape(n_frames, FRAME)
+        # frames are gathered step by step from a view of the samples: no copy of the audio is made
+        full = len(samples) // FRAME
+        whole = samples[: full * FRAME].reshape(full, FRAME)
+        tail = np.zeros(FRAME, dtype=np.float32)
+        tail[: len(samples) - full * FRAME] = samples[full * FRAME :]
         n_streams = max(1, min(self.streams, n_frames // max(1, 4 * self.warmup_frames)))
         per_stream = -(-n_frames // n_streams)
         warm = self.warmup_frames if n_streams > 1 else 0
         steps = per_stream + warm
-        # batch[s, k] is frame (s * per_stream - warm + k); frames before 0 or past the end are silence.
-        index = np.arange(n_streams)[:, None] * per_stream - warm + np.arange(steps)[None, :]
-        valid = (index >= 0) & (index < n_frames)
-        batch = np.where(valid[..., None], frames[np.clip(index, 0, n_frames - 1)], 0.0).astype(np.float32)
+        # step k of stream s is frame (s * per_stream - warm + k); frames before 0 or past the end are silence.
+        first = np.arange(n_streams) * per_stream - warm
         out = np.empty((n_streams, steps), dtype=np.float32)
         with self._lock, torch.inference_mode():
             self.model.reset_states()
-            x = torch.from_numpy(batch)
             for k in range(steps):
-                out[:, k] = self.model(x[:, k], SAMPLE_RATE).reshape(-1).numpy()
+                index = first + k
+                ok = (index >= 0) & (index < full)
+                x = np.zeros((n_streams, FRAME), dtype=np.float32)  # new each step: the model keeps its tail
+                x[ok] = whole[index[ok]]
+                x[index == full] = tail  # the last, partial frame (zeros when there is none)
+                out[:, k] = self.model(torch.from_numpy(x), SAMPLE_RATE).reshape(-1).numpy()
             self.model.reset_states()
         probs = out[:, warm:].reshape(-1)[:n_frames]
         return probs

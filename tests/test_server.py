@@ -356,7 +356,7 @@ def test_not_ready_is_503_then_ok():
         def check_parameters(self, parameters):
             return None
 
-        def process(self, data, cancel=None):
+        def process(self, data, cancel=None, consume=False):
             raise RuntimeError("boom: a bug of ours")
 
     def load():
