@@ -186,7 +186,9 @@ class _MonoResampler:
 
     def samples(self) -> np.ndarray:
         out = self._buffer[: self.produced]
-        return np.nan_to_num(out, copy=False, nan=0.0, posinf=1.0, neginf=-1.0)
+        for a in range(0, out.size, 1 << 20):  # in place and in blocks: no whole-length temporaries
+            np.nan_to_num(out[a : a + (1 << 20)], copy=False, nan=0.0, posinf=1.0, neginf=-1.0)
+        return out
 
 
 def _soxr_stream(rate: int):
@@ -272,7 +274,12 @@ def _decode_stream(container, demuxer: str, max_seconds: float, len_data: int) -
         for frame in frames:
             _check_layout(frame.sample_rate, len(frame.layout.channels))
             native_rate = native_rate or frame.sample_rate
-            for converted in to_float.resample(frame):
+            try:
+                converted_frames = to_float.resample(frame)
+            except ValueError:  # the stream changed its rate or layout mid-file (chained Ogg): start afresh
+                to_float = av.AudioResampler(format="fltp")
+                converted_frames = to_float.resample(frame)
+            for converted in converted_frames:
                 out.feed(converted.to_ndarray(), converted.sample_rate)
     out.flush()
     samples = out.samples()

@@ -98,11 +98,17 @@ class ClientGone(Exception):
     """The client disconnected; there is nobody to answer."""
 
 
-REFUSALS = {
-    "busy": HttpError(503, "the server is busy: the queue is full; retry later", {"Retry-After": "5"}),
-    "timeout": HttpError(503, "timed out waiting for a processing slot; retry later", {"Retry-After": "10"}),
-    "shutdown": HttpError(503, "the server is shutting down; retry on another replica", {"Retry-After": "5"}),
+_REFUSALS = {
+    "busy": ("the server is busy: the queue is full; retry later", "5"),
+    "timeout": ("timed out waiting for a processing slot; retry later", "10"),
+    "shutdown": ("the server is shutting down; retry on another replica", "5"),
 }
+
+
+def refusal(reason: str) -> HttpError:
+    """A new 503 for a refused request (a new instance each time: a re-raised one would grow its traceback)."""
+    message, retry = _REFUSALS[reason]
+    return HttpError(503, message, {"Retry-After": retry})
 
 
 @dataclass
@@ -167,7 +173,7 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
 
     def ready_handler():
         if admission.draining:
-            raise REFUSALS["shutdown"]
+            raise refusal("shutdown")
         if state["handler"] is not None:
             return state["handler"]
         if state["failed"]:
@@ -261,7 +267,7 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
         except ClientGone:
             status = CLIENT_GONE
         except Refused as exc:
-            status, response = _error(REFUSALS[exc.reason], error_shape, rid, info)
+            status, response = _error(refusal(exc.reason), error_shape, rid, info)
         except HttpError as exc:
             status, response = _error(exc, error_shape, rid, info)
         except RequestCancelled as exc:

@@ -78,9 +78,11 @@ def shared_frame_embeddings(self, file, binarized_segmentations, exclude_overlap
     if exclude_overlap:
         # as pyannote: use only frames where one speaker talks, unless that leaves too little speech
         min_frames = math.ceil(num_seg_frames * self._embedding.min_num_samples / (window.duration * SAMPLE_RATE))
-        clean = data * (data.sum(axis=2, keepdims=True) < 2)
-        enough = clean.sum(axis=1, keepdims=True) > min_frames
-        data = np.where(enough, clean, data)
+        overlapped = data.sum(axis=2) >= 2  # (chunks, seg_frames)
+        clean_frames = (data * ~overlapped[..., None]).sum(axis=1)  # (chunks, spk)
+        enough = clean_frames > min_frames
+        # zero the overlapped frames of the (chunk, speaker) pairs that keep enough clean speech, in place
+        data *= ~(overlapped[:, :, None] & enough[:, None, :])
     device = next(model.parameters()).device
     with torch.inference_mode():
         frames = file_frames(model, waveform.to(device))  # (C, F)

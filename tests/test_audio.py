@@ -181,3 +181,20 @@ def test_sample_lists_are_checked_for_length_before_resampling():
 def test_playlist_and_script_formats_are_never_opened(body):
     with pytest.raises(InputError, match="not a file of a supported format"):
         decode_audio(body)
+
+
+def test_decoding_peak_memory_is_about_the_decoded_16k_audio():
+    """A 48 kHz stereo file decodes in one pass into the 16 kHz buffer: no copy at the file's own rate, no second
+    copy of the result (numpy's allocations are traced)."""
+    import tracemalloc
+
+    seconds = 120
+    left = tone(440, seconds, 48000)
+    data = encode(np.stack([left, left]), "flac", "flac", 48000)
+    decoded_bytes = seconds * 16000 * 4
+    tracemalloc.start()
+    audio = decode_audio(data)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert audio.waveform.duration == pytest.approx(seconds, abs=0.1)
+    assert peak < 1.3 * decoded_bytes + 4 * 2**20, peak / decoded_bytes

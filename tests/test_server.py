@@ -408,3 +408,27 @@ def test_failed_model_load_is_reported():
     finally:
         srv.should_exit = True
         thread.join(10)
+
+
+def test_k6_soak_smoke(server, tmp_path):
+    """benchmarks/k6/soak.js, shortened: mixed valid and invalid requests and a burst past the queue; every
+    answer is 200, 4xx for the invalid ones, or 503 with Retry-After for the burst; never another 5xx."""
+    k6 = shutil.which("k6") or str(Path(sys.executable).parent / "k6")
+    (tmp_path / "short.wav").write_bytes(wav_bytes(speechlike(3.0)))
+    (tmp_path / "long.wav").write_bytes(wav_bytes(speechlike(12.0, seed=2)))
+    (tmp_path / "ffconcat.txt").write_text("ffconcat version 1.0\nfile README.md\n")
+    (tmp_path / "junk.bin").write_bytes(os.urandom(5000))
+    (tmp_path / "sdp.txt").write_text("v=0\nc=IN IP4 127.0.0.1\nm=audio 5004 RTP/AVP 0\n")
+    summary = tmp_path / "summary.json"
+    proc = subprocess.run(
+        [k6, "run", "--quiet", "-e", f"BASE_URL={server.url}", "-e", f"DIR={tmp_path}", "-e", "DURATION=20s",
+         "-e", "VUS=2", "-e", "BURST=14", "-e", "BURST_AT=5s", "--summary-export", str(summary),
+         str(REPO / "benchmarks" / "k6" / "soak.js")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    metrics = json.loads(summary.read_text())["metrics"]
+    assert metrics["checks"]["fails"] == 0 and metrics["checks"]["passes"] > 14
+    assert metrics.get("server_errors", {}).get("count", 0) == 0
+    assert metrics["refused"]["count"] >= 1  # the burst went past the queue (8) and was turned away, not queued
+    assert metrics["http_req_duration{kind:invalid}"]["max"] < 10_000
