@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/memory.py --minutes 5 60 240 [--model whisper-tiny.en] [--no-diarization]
 
-For every length: a new Python process loads the models (``models/<model>`` + ``models/diarization``) with the
-default settings, runs a 10 s warm-up request, then one request of that length through
+For every length: the input is made first (in this process); then a new Python process loads the models
+(``models/<model>`` + ``models/diarization``) with the default settings, runs a 10 s warm-up request, measures its
+RSS ("loaded"), reads the input file and runs one request of that length through
 ``EndpointHandler.process`` (a FLAC body, decoded as a request's would be, and freed once decoded as the server
 frees it). A thread samples the process's RSS every
 20 ms. Printed per length: RSS of the loaded process, the request's peak RSS above it, the decoded audio's size
@@ -21,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -77,21 +79,22 @@ def flac_body(minutes: float) -> tuple[bytes, float]:
     return buf.getvalue(), duration
 
 
-def measure(minutes: float, model: str, diarization: bool) -> dict:
-    """One length, in this process."""
+def measure(body_file: Path, duration: float, model: str, diarization: bool) -> dict:
+    """One request, in this process: load, warm up, measure the loaded RSS, then read the body and process it."""
     os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["ASR_MODEL"] = str(REPO / "models" / model)
     if diarization:
         os.environ["DIARIZATION_MODEL"] = str(REPO / "models" / "diarization")
-    body, duration = flac_body(minutes)
-    warm, _ = flac_body(10 / 60)
+    warm = body_file.with_suffix(".warm.flac").read_bytes()
 
     from speakerscribe.endpoint import EndpointHandler
 
     handler = EndpointHandler("")
     handler.process({"inputs": warm})
+    del warm
     loaded = rss_mb()
+    body = body_file.read_bytes()  # arrives after the process is loaded, as a request's body does
     marks: list[tuple[str, float]] = []
     transcriber = handler.transcriber
     run = transcriber.run
@@ -132,16 +135,25 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, nargs="+", default=[5, 60, 240])
     parser.add_argument("--model", default="whisper-tiny.en")
     parser.add_argument("--no-diarization", action="store_true")
-    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # child mode: one length, JSON out
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # child mode: one request, JSON out
+    parser.add_argument("--body", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--duration", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.minutes[0], args.model, not args.no_diarization)))
+        print(json.dumps(measure(args.body, args.duration, args.model, not args.no_diarization)))
         return 0
     results = []
+    work = Path(tempfile.mkdtemp(prefix="memory-"))
     for minutes in args.minutes:
-        cmd = [sys.executable, __file__, "--one", "--minutes", str(minutes), "--model", args.model]
-        cmd += ["--no-diarization"] if args.no_diarization else []
+        # the input is made here, so the measured process holds none of the work of making it
+        body, duration = flac_body(minutes)
+        body_file = work / f"{minutes:g}.flac"
+        body_file.write_bytes(body)
+        body_file.with_suffix(".warm.flac").write_bytes(flac_body(10 / 60)[0])
+        del body
+        cmd = [sys.executable, __file__, "--one", "--body", str(body_file), "--duration", str(duration)]
+        cmd += ["--model", args.model] + (["--no-diarization"] if args.no_diarization else [])
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
