@@ -1,14 +1,15 @@
 """Who may run now: a fixed number of processing slots, a bounded queue in front of them, and draining at shutdown.
 
-Requests hold a slot only while their work runs (the body has been read and checked before they queue). A request
-beyond ``concurrency + queue`` is turned away at once; one that waits longer than ``timeout_s`` is turned away
+A request takes a place (:meth:`Admission.admit`) before its body is read, and holds a processing slot
+(:meth:`Admission.slot`) only while its work runs (the body has been read and checked before it queues). A request
+beyond ``concurrency + queue`` places is turned away at once; one that waits longer than ``timeout_s`` is turned away
 then. :meth:`Admission.drain` (on SIGTERM) turns away everything queued and everything that arrives;
 :meth:`Admission.stop_running` asks running work to stop at its next checkpoint.
 """
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 
 from .cancel import CancelToken
 
@@ -41,34 +42,43 @@ class Admission:
     def in_flight(self) -> int:
         return len(self._running)
 
-    @asynccontextmanager
-    async def slot(self, token: CancelToken):
-        """Hold a processing slot for the block; raises :class:`Refused` when none is given."""
-        import anyio
-
+    @contextmanager
+    def admit(self):
+        """A place among the ``concurrency + queue`` requests the server holds, taken *before* the body is read (so
+        bodies in memory are bounded too); raises :class:`Refused` when there is none."""
         if self.draining:
             raise Refused("shutdown")
         if self._inside >= self._limit:
             raise Refused("busy")
         self._inside += 1
         try:
-            waiter = anyio.CancelScope(deadline=anyio.current_time() + self._timeout)
-            self._waiting.add(waiter)
-            try:
-                with waiter:
-                    await self._slots.acquire()
-            finally:
-                self._waiting.discard(waiter)
-            if waiter.cancelled_caught:
-                raise Refused("shutdown" if self.draining else "timeout")
-            self._running.add(token)
-            try:
-                yield
-            finally:
-                self._running.discard(token)
-                self._slots.release()
+            yield
         finally:
             self._inside -= 1
+
+    @asynccontextmanager
+    async def slot(self, token: CancelToken):
+        """Within :meth:`admit`: wait for a processing slot and hold it for the block (:class:`Refused` on timeout
+        or shutdown)."""
+        import anyio
+
+        if self.draining:
+            raise Refused("shutdown")
+        waiter = anyio.CancelScope(deadline=anyio.current_time() + self._timeout)
+        self._waiting.add(waiter)
+        try:
+            with waiter:
+                await self._slots.acquire()
+        finally:
+            self._waiting.discard(waiter)
+        if waiter.cancelled_caught:
+            raise Refused("shutdown" if self.draining else "timeout")
+        self._running.add(token)
+        try:
+            yield
+        finally:
+            self._running.discard(token)
+            self._slots.release()
 
     def drain(self) -> None:
         """Refuse new and queued requests from now on (call from the event loop)."""

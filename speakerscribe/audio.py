@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import itertools
 import math
 import re
 from typing import Any
@@ -46,6 +47,8 @@ PROBE_BYTES = 1 << 20  # how much of the body FFmpeg may read to find the stream
 EMPTY_FILE_BYTES = 2048  # a file this small may hold no samples (an empty WAV is 44 bytes); a larger one must
 LOST_FRACTION_IS_ERROR = 0.5  # decode errors that cost more than this share of the declared duration -> 400
 FIRST_BUFFER_S = 60  # the decode buffer's least size
+LARGEST_FIRST_BUFFER_S = 6 * 3600  # and its largest first size, whatever a header claims (it grows beyond)
+CHECKPOINT_PACKETS = 256  # decoding calls the caller's checkpoint this often (cancellation)
 
 # decoders we run on strangers' bytes: the common speech and music codecs, nothing else
 _CODECS = {
@@ -153,7 +156,8 @@ class _MonoResampler:
         self._stream = None
         self.produced = 0
         capacity = max(expected_samples + SAMPLE_RATE, FIRST_BUFFER_S * SAMPLE_RATE)
-        self._buffer = np.empty(int(min(capacity, limit_samples + SAMPLE_RATE)), dtype=np.float32)
+        capacity = min(capacity, limit_samples + SAMPLE_RATE, LARGEST_FIRST_BUFFER_S * SAMPLE_RATE)
+        self._buffer = np.empty(int(capacity), dtype=np.float32)
 
     def feed(self, planar: np.ndarray, rate: int) -> None:
         if rate != self.rate:
@@ -207,8 +211,11 @@ def resample(samples: np.ndarray, orig_sr: int, target_sr: int = SAMPLE_RATE) ->
     return np.asarray(soxr.resample(samples, orig_sr, target_sr, quality="HQ"), dtype=np.float32)
 
 
-def decode_audio(data: bytes, max_seconds: float = math.inf) -> DecodedAudio:
-    """Decode an audio file to 16 kHz mono, stopping past ``max_seconds`` (see the module docstring)."""
+def decode_audio(data: bytes, max_seconds: float = math.inf, checkpoint=None) -> DecodedAudio:
+    """Decode an audio file to 16 kHz mono, stopping past ``max_seconds`` (see the module docstring).
+
+    ``checkpoint()``, if given, is called every ``CHECKPOINT_PACKETS`` packets and may raise to stop decoding (a
+    request's deadline, its client gone)."""
     import av
 
     if not data:
@@ -233,10 +240,10 @@ def decode_audio(data: bytes, max_seconds: float = math.inf) -> DecodedAudio:
             f"Accepted formats: {ACCEPTED_FORMATS}."
         ) from None
     with container:
-        return _decode_stream(container, demuxer, max_seconds, len(data))
+        return _decode_stream(container, demuxer, max_seconds, len(data), checkpoint)
 
 
-def _decode_stream(container, demuxer: str, max_seconds: float, len_data: int) -> DecodedAudio:
+def _decode_stream(container, demuxer: str, max_seconds: float, len_data: int, checkpoint) -> DecodedAudio:
     import av
 
     if not container.streams.audio:
@@ -248,13 +255,15 @@ def _decode_stream(container, demuxer: str, max_seconds: float, len_data: int) -
     if not _codec_allowed(codec):
         raise InputError(f"the audio codec {codec!r} is not accepted. Accepted formats: {ACCEPTED_FORMATS}.")
     _check_layout(stream.codec_context.sample_rate, stream.codec_context.channels)
-    declared = _declared_seconds(container, stream)
-    expected = int(min(declared or 0.0, max_seconds) * SAMPLE_RATE)
+    declared, estimate = _declared_seconds(container, stream)
+    expected = int(min(estimate or 0.0, max_seconds) * SAMPLE_RATE)
     out = _MonoResampler(max_seconds * SAMPLE_RATE, expected)
-    to_float = av.AudioResampler(format="fltp")
+    to_float, to_float_for = None, None  # to planar float, made for the (format, rate, layout) it converts
     bad_packets, stopped, native_rate = 0, None, 0
     packets = container.demux(stream)
-    while True:
+    for count in itertools.count(1):
+        if checkpoint is not None and count % CHECKPOINT_PACKETS == 0:
+            checkpoint()
         try:
             packet = next(packets)
         except StopIteration:
@@ -274,12 +283,10 @@ def _decode_stream(container, demuxer: str, max_seconds: float, len_data: int) -
         for frame in frames:
             _check_layout(frame.sample_rate, len(frame.layout.channels))
             native_rate = native_rate or frame.sample_rate
-            try:
-                converted_frames = to_float.resample(frame)
-            except ValueError:  # the stream changed its rate or layout mid-file (chained Ogg): start afresh
-                to_float = av.AudioResampler(format="fltp")
-                converted_frames = to_float.resample(frame)
-            for converted in converted_frames:
+            shape = (frame.format.name, frame.sample_rate, frame.layout.name)
+            if shape != to_float_for:  # first frame, or the stream changed format, rate or layout mid-file
+                to_float, to_float_for = av.AudioResampler(format="fltp"), shape
+            for converted in to_float.resample(frame):
                 out.feed(converted.to_ndarray(), converted.sample_rate)
     out.flush()
     samples = out.samples()
@@ -302,13 +309,17 @@ def _check_layout(rate: int | None, channels: int | None) -> None:
         raise InputError(f"the file has {channels} channels; at most {MAX_CHANNELS} are accepted")
 
 
-def _declared_seconds(container, stream) -> float | None:
-    """The duration the file's headers claim (None when they do not say)."""
+def _declared_seconds(container, stream) -> tuple[float | None, float | None]:
+    """(the duration the stream's header states, or None; that or FFmpeg's estimate from the bitrate, or None).
+
+    Only a stated duration judges a decode (warnings, refusals): an estimate (MP3 without a VBR header, ADTS AAC)
+    can be far off. The estimate only sizes the decode buffer."""
     if stream.duration is not None and stream.time_base is not None:
-        return float(stream.duration * stream.time_base)
+        stated = float(stream.duration * stream.time_base)
+        return stated, stated
     if container.duration is not None and container.duration > 0:
-        return container.duration / 1_000_000
-    return None
+        return None, container.duration / 1_000_000
+    return None, None
 
 
 def _decode_warnings(
@@ -363,7 +374,9 @@ def waveform_from_samples(values: Any, sampling_rate: int, max_seconds: float = 
     return Waveform(resample(arr, sampling_rate))
 
 
-def load_inputs(inputs: Any, sampling_rate: int = SAMPLE_RATE, max_seconds: float = math.inf) -> DecodedAudio:
+def load_inputs(
+    inputs: Any, sampling_rate: int = SAMPLE_RATE, max_seconds: float = math.inf, checkpoint=None
+) -> DecodedAudio:
     """Any accepted ``inputs`` value -> the decoded audio (16 kHz waveform, the input's own rate, warnings)."""
     if isinstance(inputs, (list, tuple, np.ndarray)):
         return DecodedAudio(waveform_from_samples(inputs, sampling_rate, max_seconds), sampling_rate)
@@ -372,7 +385,7 @@ def load_inputs(inputs: Any, sampling_rate: int = SAMPLE_RATE, max_seconds: floa
             "`inputs` is an object; send the audio file base64-encoded as a string, or a list of samples with "
             "`parameters.sampling_rate`."
         )
-    return decode_audio(audio_bytes_from_inputs(inputs), max_seconds)
+    return decode_audio(audio_bytes_from_inputs(inputs), max_seconds, checkpoint)
 
 
 def _describe(exc: Exception) -> str:

@@ -20,6 +20,7 @@ class CancelToken:
     """Thread-safe: set from the server's event loop, read from the worker threads."""
 
     def __init__(self, timeout_s: float = math.inf):
+        self._lock = threading.Lock()
         self._event = threading.Event()
         self._reason = ""
         self.timeout_s = timeout_s
@@ -27,9 +28,10 @@ class CancelToken:
 
     def cancel(self, reason: str) -> None:
         """Ask the work to stop at its next checkpoint; the first reason given wins."""
-        if not self._event.is_set():
-            self._reason = reason
-            self._event.set()
+        with self._lock:
+            if not self._event.is_set():
+                self._reason = reason
+                self._event.set()
 
     @property
     def reason(self) -> str | None:

@@ -50,7 +50,10 @@ class EndpointHandler:
         cfg = self.check_parameters(data.get("parameters"))
         inputs = data.pop("inputs") if consume else data["inputs"]
         samples_sent = isinstance(inputs, list)
-        audio = load_inputs(inputs, cfg.sampling_rate, self.transcriber.max_audio_seconds)
+        checkpoint = cancel.check if cancel is not None else None
+        if checkpoint is not None:
+            checkpoint()  # the deadline may have passed while the request was queued
+        audio = load_inputs(inputs, cfg.sampling_rate, self.transcriber.max_audio_seconds, checkpoint)
         del inputs
         result = self.transcriber.run(audio.waveform, cfg, cancel=cancel)
         native_rate = audio.native_rate

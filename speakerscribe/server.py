@@ -90,6 +90,10 @@ class HttpError(Exception):
         self.headers = headers or {}
 
 
+def _parse_json(body: bytes) -> Any:
+    return json.loads(body.removeprefix(b"\xef\xbb\xbf"))
+
+
 def _process(handler, data: dict, cancel: CancelToken):
     return handler.process(data, cancel, consume=True)
 
@@ -256,11 +260,12 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
         try:
             check_auth(request)
             handler = ready_handler()
-            body = await read_body(request)
-            job = await parse(request, body, handler)
-            del body  # the job holds what it needs; the raw body is not kept through processing
-            cancel = CancelToken(settings.request_timeout_s)
-            result, cfg = await run_job(request, handler, job, cancel, info)
+            with admission.admit():  # a place is taken before the body is read: bodies in memory are bounded
+                body = await read_body(request)
+                job = await parse(request, body, handler)
+                del body  # the job holds what it needs; the raw body is not kept through processing
+                cancel = CancelToken(settings.request_timeout_s)
+                result, cfg = await run_job(request, handler, job, cancel, info)
             info.update(audio_s=round(result.duration, 3), timings=result.timings)
             response = job.render(result, cfg)
             status = response.status_code
@@ -345,9 +350,11 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
     # ------------------------------------------------------------------------------------------ Endpoints
     async def predict_job(request: Request, body: bytes, handler) -> Job:
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if ctype in ("application/json", "") and body[:1] in (b"{", b"["):
-            try:
-                data = json.loads(body)
+        if ctype in ("application/json", "") and body.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
+            import anyio
+
+            try:  # in a worker thread: parsing 100 MB of JSON must not stall the event loop
+                data = await anyio.to_thread.run_sync(_parse_json, body)
             except (ValueError, RecursionError) as exc:
                 raise InputError(f"the body is not valid JSON: {short_message(exc, 200)}") from None
         elif ctype.startswith("audio/") or ctype in ("application/octet-stream", "video/webm", "video/mp4"):

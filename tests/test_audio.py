@@ -198,3 +198,19 @@ def test_decoding_peak_memory_is_about_the_decoded_16k_audio():
     tracemalloc.stop()
     assert audio.waveform.duration == pytest.approx(seconds, abs=0.1)
     assert peak < 1.3 * decoded_bytes + 4 * 2**20, peak / decoded_bytes
+
+
+def test_decoding_stops_at_a_checkpoint_that_raises():
+    from speakerscribe.errors import RequestCancelled
+
+    data = encode(tone(440, 30.0, 44100)[None, :], "mp3", "libmp3lame", 44100)
+    calls = []
+
+    def checkpoint():
+        calls.append(1)
+        if len(calls) == 2:
+            raise RequestCancelled("deadline")
+
+    with pytest.raises(RequestCancelled):
+        decode_audio(data, checkpoint=checkpoint)
+    assert len(calls) == 2
