@@ -149,6 +149,8 @@ def test_same_waveform_feeds_whisper_and_the_diarizer_at_16k(random_handler, cli
         asr.transcribe, diarizer.pipeline = real_transcribe, real_pipeline
     assert seen["rate"] == 16000  # the original told pyannote the request's sampling_rate
     np.testing.assert_array_equal(seen["diar"][0].numpy(), seen["asr"].samples)
+    hook = seen["kwargs"].pop("hook")  # the request's cancellation checkpoint, called at every pyannote batch
+    assert callable(hook)
     assert seen["kwargs"] == {"num_speakers": None, "min_speakers": 1, "max_speakers": 2}
     assert any("sampling_rate=8000 was not used" in w for w in out["warnings"])
 
