@@ -11,7 +11,7 @@ Every byte comes from a stranger, so decoding is safe by construction:
 * Decoding is streamed: each frame is averaged to mono (a plain mean, so identical channels keep their level) and
   resampled to 16 kHz with soxr as it arrives, and the duration is counted on the way; decoding stops with
   :class:`~speakerscribe.errors.AudioTooLongError` as soon as it passes the deployment's limit. Peak memory of
-  decoding is the request body plus about two copies of the decoded 16 kHz float32 audio (64 KB per second each).
+  decoding is the request body plus one buffer of the decoded 16 kHz float32 audio (64 KB per audio second).
 * A packet that fails to decode is skipped and counted; a file that ends early is noticed against the duration it
   declares. Either becomes a warning in the response; when errors cost most of the declared audio it is a 400.
 
