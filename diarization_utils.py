@@ -18,6 +18,7 @@ import numpy as np
 from speakerscribe.audio import load_inputs
 from speakerscribe.merge import attribute_chunks
 from speakerscribe.merge import group_by_speaker as _group
+from speakerscribe.options import SpeakerCounts
 from speakerscribe.records import Chunk, SpeakerTurn, Waveform
 
 __all__ = ["preprocess_inputs", "diarize_audio", "post_process_segments_and_transcripts", "diarize"]
@@ -39,12 +40,12 @@ def diarize_audio(diarizer_inputs, diarization_pipeline, parameters) -> list[dic
 
     samples = np.asarray(diarizer_inputs, dtype=np.float32).reshape(-1)
     diarizer = SpeakerDiarizer(diarization_pipeline, resolve_placement("cpu"))
-    result = diarizer(
-        Waveform(samples),
+    speakers = SpeakerCounts(
         getattr(parameters, "num_speakers", None),
         getattr(parameters, "min_speakers", None),
         getattr(parameters, "max_speakers", None),
     )
+    result = diarizer(Waveform(samples), speakers)
     joined: list[dict[str, Any]] = []
     for turn in result.exclusive or result.turns:
         if joined and joined[-1]["speaker"] == turn.speaker:

@@ -38,16 +38,17 @@ def conversations(speech_dir: Path):
 
 def ami_table(models: Path, data: Path, splits: list[str], asr: str) -> None:
     from speakerscribe.audio import decode_audio
+    from speakerscribe.loading import load_transcriber
     from speakerscribe.offline import ami
     from speakerscribe.offline.evaluation import evaluate_recording, summarise
-    from speakerscribe.pipeline import Transcriber
+    from speakerscribe.options import RequestOptions
     from speakerscribe.response import endpoint_response
-    from speakerscribe.settings import InferenceConfig, ModelSettings
+    from speakerscribe.settings import ModelSettings
 
     nan = float("nan")
     folder = ami.prepare(data)
     settings = ModelSettings(asr_model=str(models / asr), diarization_model=str(models / "diarization"))
-    transcriber = Transcriber.from_settings(settings)
+    transcriber = load_transcriber(settings)
     print(f"\nAMI excerpts, {asr} + diarization, default parameters")
     print(
         "| split | file | ref spk | diarizer spk | entry spk | DER entries | DER diarizer | DER exclusive "
@@ -56,7 +57,7 @@ def ami_table(models: Path, data: Path, splits: list[str], asr: str) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     by_split: dict[str, list[dict]] = {}
     for rec in ami.load(folder, tuple(splits)):
-        result = transcriber.run(decode_audio(rec.wav.read_bytes()).waveform, InferenceConfig())
+        result = transcriber.run(decode_audio(rec.wav.read_bytes()).waveform, RequestOptions())
         row = evaluate_recording(rec, endpoint_response(result, words=True), result.diarization)
         by_split.setdefault(rec.split, []).append(row)
         print(
@@ -102,13 +103,14 @@ def main() -> int:
     if "festival" not in args.sets:
         return 0
     from speakerscribe.audio import decode_audio
+    from speakerscribe.loading import load_models
     from speakerscribe.offline.evaluation import der, wer, word_attribution
-    from speakerscribe.pipeline import Models, Transcriber, load_models
+    from speakerscribe.pipeline import Models, Transcriber
     from speakerscribe.response import endpoint_response
     from speakerscribe.settings import InferenceConfig, ModelSettings
 
     convs = conversations(args.speech)
-    cfg = InferenceConfig(return_timestamps="word")
+    cfg = InferenceConfig(return_timestamps="word").to_options()
     print(
         "| ASR model | conversation | audio s | WER | DER | missed / false alarm / confusion s | speakers "
         "| words right speaker | RTF (x real time) |"

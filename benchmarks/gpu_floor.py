@@ -153,7 +153,7 @@ def main() -> int:
             engine.min_new_tokens = args.tokens
             ours = Transcriber(Models(engine, None, None, placement))
             for batch in args.batch:
-                cfg = InferenceConfig(batch_size=batch, vad_filter=False)
+                cfg = InferenceConfig(batch_size=batch, vad_filter=False).to_options()
                 if static:
                     engine.warmup(batch)
                 ours.run(Waveform(clip), cfg)
@@ -165,7 +165,7 @@ def main() -> int:
                 lat = []
                 for _ in range(args.clip_repeats):
                     t0 = time.perf_counter()
-                    ours.run(Waveform(clip), InferenceConfig(batch_size=1, vad_filter=False))
+                    ours.run(Waveform(clip), InferenceConfig(batch_size=1, vad_filter=False).to_options())
                     sync()
                     lat.append(time.perf_counter() - t0)
                 ratio = f"{rtf / baseline_rtf:.1f}" if baseline_rtf else "-"

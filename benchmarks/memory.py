@@ -99,9 +99,9 @@ def measure(body_file: Path, duration: float, model: str, diarization: bool) -> 
     transcriber = handler.transcriber
     run = transcriber.run
 
-    def run_with_marks(waveform, cfg, hook=None, progress=None, cancel=None):
+    def run_with_marks(waveform, options, hook=None, progress=None, cancel=None):
         marks.append(("decode", time.perf_counter()))
-        return run(waveform, cfg, lambda name, s: marks.append((name, time.perf_counter())), progress, cancel)
+        return run(waveform, options, lambda name, s: marks.append((name, time.perf_counter())), progress, cancel)
 
     transcriber.run = run_with_marks
     body_mb = len(body) / 2**20

@@ -103,17 +103,17 @@ def main() -> int:
     from baseline import OriginalApproach
 
     from speakerscribe.audio import decode_audio
+    from speakerscribe.loading import load_transcriber
     from speakerscribe.offline.evaluation import wer
-    from speakerscribe.pipeline import Transcriber
     from speakerscribe.response import endpoint_response
     from speakerscribe.settings import InferenceConfig, ModelSettings
 
     audio, reference, turns, duration = conversation(args.minutes, REPO / ".cache" / "speech")
     asr_dir = str(args.models / args.model)
     diar_dir = None if args.no_diarization else str(args.models / "diarization")
-    ours = Transcriber.from_settings(ModelSettings(asr_model=asr_dir, diarization_model=diar_dir))
+    ours = load_transcriber(ModelSettings(asr_model=asr_dir, diarization_model=diar_dir))
     original = None if args.skip_original else OriginalApproach(asr_dir, diar_dir)
-    cfg = InferenceConfig(batch_size=args.batch_size)
+    cfg = InferenceConfig(batch_size=args.batch_size).to_options()
 
     def run_ours():
         t0 = time.perf_counter()

@@ -31,8 +31,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,8 +39,10 @@ import numpy as np
 from .alignment import capture_cross_attention, token_start_times
 from .errors import InputError, ModelLoadError, short_message
 from .languages import normalise_language
+from .options import AsrOptions
 from .records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform, Word
 from .runtime import Placement, quiet_generation_warnings
+from .timing import StageTimer
 from .whisper_tokens import (
     RawSegment,
     compression_ratio,
@@ -59,7 +59,6 @@ logger = logging.getLogger(__name__)
 WINDOW_S = 30.0
 DETECT_WINDOWS = 8  # longest windows used to detect the language
 _LOGIT_ROWS = 2048  # rows of (tokens x vocab) logits computed at a time in the scoring pass
-FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)
 MAX_SPLIT_DEPTH = 2  # a looping window is re-decoded in halves at most this many times
 MIN_SPLIT_S = 2.0  # a looping remainder shorter than this is not re-decoded, only cut after the loop
 _LOOP_TAIL = 160  # generated tokens (text and timestamps) examined for a loop at each step
@@ -67,18 +66,14 @@ FALLBACK_SEED = 0  # sampling is seeded, so a request gives the same words every
 
 
 @dataclass(frozen=True)
-class AsrOptions:
-    task: str = "transcribe"
-    language: str | None = None
-    prompt: str | None = None  # text that conditions decoding (style, names), as Whisper's previous-text prompt
-    temperature: float = 0.0  # 0: greedy; > 0: sampling at that temperature
+class DecodePlan:
+    """What one ``transcribe`` call does, decided by the pipeline from the request's options and what is loaded:
+    the batch size (smaller after running out of accelerator memory), whether the draft model decodes (one window
+    at a time), and whether word times are computed (asked for, or needed to cut speaker entries at words)."""
+
     batch_size: int = 24
     assisted: bool = False
     word_timestamps: bool = False
-    no_speech_threshold: float = 0.6
-    logprob_threshold: float = -1.0
-    compression_ratio_threshold: float = 2.4
-    fallback_temperatures: tuple[float, ...] = FALLBACK_TEMPERATURES  # () turns recovery off
 
 
 @dataclass
@@ -131,31 +126,6 @@ class _StopOnLoop:
         tail = input_ids[:, max(self.prompt_length, input_ids.shape[1] - _LOOP_TAIL) :].tolist()
         done = [ends_in_loop(text_token_ids(row, self.eos)) for row in tail]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
-
-
-class StageClock:
-    """Accumulates seconds per named sub-stage into a caller's dict (synchronising CUDA so times are real).
-
-    Every sub-stage start is also a cancellation checkpoint: ``cancel.check()`` raises there when the request's
-    deadline has passed or its client has gone.
-    """
-
-    def __init__(self, timings: dict, cuda: bool, cancel=None):
-        self.timings = timings
-        self.cuda = cuda
-        self.cancel = cancel
-
-    @contextmanager
-    def __call__(self, name: str):
-        if self.cancel is not None:
-            self.cancel.check()
-        t0 = time.perf_counter()
-        yield
-        if self.cuda:
-            import torch
-
-            torch.cuda.synchronize()
-        self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
 
 
 class WhisperEngine:
@@ -258,58 +228,75 @@ class WhisperEngine:
     def languages(self) -> frozenset[str]:
         return frozenset(self.lang_to_id) if self.multilingual else frozenset({"en"})
 
-    def validate(self, opts: AsrOptions) -> AsrOptions:
-        """Check request options against the loaded models; returns options with the language normalised."""
-        language = opts.language
-        if language is not None:
-            language = normalise_language(language, self.languages)
+    def language_code(self, language: str | None) -> str | None:
+        """A requested language as the loaded model's code ("English" -> "en"); None detects. InputError if the
+        model does not know it."""
+        return None if language is None else normalise_language(language, self.languages)
+
+    def validate(self, opts: AsrOptions) -> None:
+        """Check request options against the loaded models; InputError names what cannot be served."""
+        self.language_code(opts.language)
         if opts.task == "translate" and not self.multilingual:
             raise InputError(
                 "task 'translate' needs a multilingual Whisper model; the loaded ASR model is English-only"
             )
-        if opts.assisted and self.assistant is None:
+        if opts.assisted is True and self.assistant is None:
             raise InputError(
                 "`assisted: true` needs a draft model, and none is loaded: set the ASSISTANT_MODEL environment "
                 "variable, or send `assisted: false` (or 'auto')"
             )
-        return AsrOptions(**{**opts.__dict__, "language": language})
 
     # ------------------------------------------------------------------------------------------- inference
     def transcribe(
-        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress=None, timings=None, cancel=None
+        self,
+        waveform: Waveform,
+        windows: list[Span],
+        opts: AsrOptions,
+        plan: DecodePlan = DecodePlan(),
+        progress=None,
+        timer: StageTimer | None = None,
     ) -> Transcript:
         """Decode ``windows`` of ``waveform``; returns chunks in time order with absolute times.
 
-        ``progress(done, total)`` is called after each batch; ``timings`` (a dict), if given, accumulates seconds
-        per sub-stage: ``asr_features``, ``asr_encode``, ``asr_generate``, ``asr_score``, ``asr_language``.
-        ``cancel`` (a :class:`~speakerscribe.cancel.CancelToken`) is checked at the start of each sub-stage.
+        ``progress(done, total)`` is called after each batch; ``timer`` (a :class:`~speakerscribe.timing.StageTimer`)
+        times the sub-stages ``asr_features``, ``asr_encode``, ``asr_generate``, ``asr_score``, ``asr_language``, and
+        its cancellation token is checked as each one starts.
         """
         import torch
 
-        clock = StageClock(timings if timings is not None else {}, self.placement.is_cuda, cancel)
+        clock = timer or StageTimer(cuda=self.placement.is_cuda)
         with torch.inference_mode():
-            return self._transcribe(waveform, windows, opts, progress, clock)
+            return self._transcribe(waveform, windows, opts, plan, progress, clock)
 
-    def _transcribe(self, waveform: Waveform, windows: list[Span], opts: AsrOptions, progress, clock) -> Transcript:
-        language, language_prob = opts.language or (None if self.multilingual else "en"), None
+    def _transcribe(
+        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, plan: DecodePlan, progress, clock
+    ) -> Transcript:
+        language, language_prob = self.language_code(opts.language) or (None if self.multilingual else "en"), None
         if not windows:
             return Transcript(chunks=(), language=language)
-        decoded, language, detected = self._decode_windows(waveform, windows, opts, language, progress, clock)
+        decoded, language, detected = self._decode_windows(waveform, windows, opts, plan, language, progress, clock)
         language_prob = detected if detected is not None else language_prob
         if self.min_new_tokens is None and opts.fallback_temperatures:
-            decoded = self._split_loops(waveform, decoded, opts, language, clock)
+            decoded = self._split_loops(waveform, decoded, opts, plan, language, clock)
         chunks: list[Chunk] = []
         for d in sorted(decoded, key=lambda d: d.window.start):
-            chunks.extend(self._chunks(d, waveform.duration, language, opts))
+            chunks.extend(self._chunks(d, waveform.duration, language, opts, plan.word_timestamps))
         return Transcript(chunks=tuple(chunks), language=language, language_probability=language_prob)
 
     def _decode_windows(
-        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, language: str | None, progress, clock
+        self,
+        waveform: Waveform,
+        windows: list[Span],
+        opts: AsrOptions,
+        plan: DecodePlan,
+        language: str | None,
+        progress,
+        clock,
     ) -> tuple[list[_Decoded], str, float | None]:
         """Every window decoded (longest first, in batches); returns them in ``windows`` order, the language, and
         its probability when it was detected here."""
         order = sorted(range(len(windows)), key=lambda i: windows[i].end - windows[i].start, reverse=True)
-        step = 1 if opts.assisted else max(1, opts.batch_size)
+        step = 1 if plan.assisted else max(1, plan.batch_size)
         decoded: dict[int, _Decoded] = {}
         probability = None
         for b in range(0, len(order), step):
@@ -322,14 +309,14 @@ class WhisperEngine:
             if language is None:  # the first batch holds the longest windows: detect from their encodings
                 with clock("asr_language"):
                     language, probability = self.detect_language(enc, batch)
-            for i, d in zip(idx, self._decode_batch(enc, batch, language, opts, clock)):
+            for i, d in zip(idx, self._decode_batch(enc, batch, language, opts, plan, clock)):
                 decoded[i] = d
             if progress is not None:
                 progress(len(decoded), len(windows))
         return [decoded[i] for i in range(len(windows))], language, probability
 
     def _split_loops(
-        self, waveform: Waveform, decoded: list[_Decoded], opts: AsrOptions, language: str, clock
+        self, waveform: Waveform, decoded: list[_Decoded], opts: AsrOptions, plan: DecodePlan, language: str, clock
     ) -> list[_Decoded]:
         """Windows that still loop keep their text before the loop; the rest is decoded again in shorter windows
         cut at the quietest points. After ``MAX_SPLIT_DEPTH`` halvings a loop is cut after its first copy."""
@@ -346,7 +333,7 @@ class WhisperEngine:
             if not retry:
                 break
             logger.info("re-decoding %d shorter window(s) after a repetition loop (depth %d)", len(retry), depth)
-            again, _, _ = self._decode_windows(waveform, retry, opts, language, None, clock)
+            again, _, _ = self._decode_windows(waveform, retry, opts, plan, language, None, clock)
             done.extend(again)
         for d in done:
             if d.loops:
@@ -444,11 +431,14 @@ class WhisperEngine:
                 **kwargs,
             )
 
-    def _decode_batch(self, enc, windows: list[Span], language: str, opts: AsrOptions, clock) -> list[_Decoded]:
+    def _decode_batch(
+        self, enc, windows: list[Span], language: str, opts: AsrOptions, plan: DecodePlan, clock
+    ) -> list[_Decoded]:
         """Decode a batch of encoded windows; windows that fail are decoded again at higher temperatures."""
         prompt = self.prompt_ids(language, opts.task, opts.prompt)
-        assistant = self.assistant if opts.assisted else None
-        out = self._attempt(enc, windows, prompt, opts, clock, opts.temperature, assistant)
+        assistant = self.assistant if plan.assisted else None
+        words = plan.word_timestamps
+        out = self._attempt(enc, windows, prompt, opts, words, clock, opts.temperature, assistant)
         if self.min_new_tokens is not None:  # forced token counts (benchmarks): no recovery
             return out
         attempts = {i: [d] for i, d in enumerate(out) if d.failed(opts)}
@@ -457,7 +447,7 @@ class WhisperEngine:
             if not failing:
                 break
             sub = _select_rows(enc, failing)
-            retry = self._attempt(sub, [windows[i] for i in failing], prompt, opts, clock, temperature)
+            retry = self._attempt(sub, [windows[i] for i in failing], prompt, opts, words, clock, temperature)
             for i, d in zip(failing, retry):
                 attempts[i].append(d)
             failing = [i for i, d in zip(failing, retry) if d.failed(opts)]
@@ -477,7 +467,15 @@ class WhisperEngine:
         return out
 
     def _attempt(
-        self, enc, windows: list[Span], prompt: list[int], opts: AsrOptions, clock, temperature: float, assistant=None
+        self,
+        enc,
+        windows: list[Span],
+        prompt: list[int],
+        opts: AsrOptions,
+        words: bool,
+        clock,
+        temperature: float,
+        assistant=None,
     ) -> list[_Decoded]:
         """One decoding of every row at ``temperature`` (seeded when sampling), scored."""
         import torch
@@ -505,7 +503,7 @@ class WhisperEngine:
                 )
             )
         with clock("asr_score"):
-            self._score(enc.last_hidden_state, prompt, generated, opts, out, windows)
+            self._score(enc.last_hidden_state, prompt, generated, words, out, windows)
         return out
 
     def _strip_prompt(self, ids: list[int]) -> list[int]:
@@ -523,7 +521,7 @@ class WhisperEngine:
         encoder_states,
         prompt: list[int],
         generated: list[list[int]],
-        opts: AsrOptions,
+        words: bool,
         out: list[_Decoded],
         windows: list[Span],
     ) -> None:
@@ -539,7 +537,7 @@ class WhisperEngine:
         for i, r in enumerate(rows):
             ids[i, : len(r)] = torch.tensor(r)
         ids = ids.to(self.placement.device)
-        want_words = opts.word_timestamps and bool(self.alignment_heads)
+        want_words = words and bool(self.alignment_heads)
         decoder = self.model.model.decoder
         if want_words:
             with capture_cross_attention(self.model, self.alignment_heads) as attention:
@@ -582,7 +580,7 @@ class WhisperEngine:
         return torch.log_softmax(logits, dim=-1).cpu().numpy()
 
     # ------------------------------------------------------------------------------------------- assembly
-    def _chunks(self, d: _Decoded, duration: float, language: str, opts: AsrOptions) -> list[Chunk]:
+    def _chunks(self, d: _Decoded, duration: float, language: str, opts: AsrOptions, with_words: bool) -> list[Chunk]:
         if not d.segments or d.is_silence(opts):
             return []
         w0 = d.window.start
@@ -598,7 +596,7 @@ class WhisperEngine:
             end = max(end, start)
             floor = end
             words: tuple[Word, ...] = ()
-            if opts.word_timestamps and gen_positions:
+            if with_words and gen_positions:
                 seg_pos = gen_positions[position : position + len(seg.token_ids)]
                 words = self._words(list(seg.token_ids), seg_pos, d.token_times, start, end, w0, language)
                 if seg.end is None and words:  # never closed (a cut loop, the token limit): end at its last word

@@ -20,7 +20,9 @@ from typing import Any, get_args
 
 from .errors import InputError, ModelLoadError, SpeakerscribeError
 from .formats import FILE_FORMATS, render
-from .settings import InferenceConfig, parse_parameters
+from .settings import InferenceConfig, ModelSettings, parse_parameters
+
+MODEL_FLAGS = ("asr_model", "assistant_model", "diarization_model")
 
 
 def _flag(name: str) -> str:
@@ -98,15 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    for flag, env in (
-        ("asr_model", "ASR_MODEL"),
-        ("assistant_model", "ASSISTANT_MODEL"),
-        ("diarization_model", "DIARIZATION_MODEL"),
-    ):
-        if getattr(args, flag):
-            os.environ[env] = getattr(args, flag)
     try:
         cfg = parse_parameters(parameters_from_args(args))
+        options = cfg.to_options()
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -118,11 +114,12 @@ def main(argv: list[str] | None = None) -> int:
         args.output_dir.mkdir(parents=True, exist_ok=True)
 
     from .audio import decode_audio
-    from .pipeline import Transcriber
-    from .settings import ModelSettings
+    from .loading import load_transcriber
 
+    # the flags override the environment's ASR_MODEL / ASSISTANT_MODEL / DIARIZATION_MODEL
+    overrides = {name: getattr(args, name) for name in MODEL_FLAGS if getattr(args, name)}
     try:
-        transcriber = Transcriber.from_settings(ModelSettings())
+        transcriber = load_transcriber(ModelSettings(**overrides))
     except (ModelLoadError, ValueError, RuntimeError) as exc:
         print(f"error: could not load the models: {exc}", file=sys.stderr)
         return 1
@@ -131,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         progress = Progress(not args.no_progress, path.name)
         try:
             waveform = decode_audio(path.read_bytes()).waveform
-            result = transcriber.run(waveform, cfg, progress=progress)
+            result = transcriber.run(waveform, options, progress=progress)
         except InputError as exc:
             progress.close()
             print(f"error: {path}: {exc}", file=sys.stderr)
@@ -145,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         progress.close()
         for warning in result.warnings:
             print(f"warning: {path}: {warning}", file=sys.stderr)
-        text = render(result, args.format, words=cfg.word_timestamps, uri=path.stem)
+        text = render(result, args.format, words=options.attribution.show_words, uri=path.stem)
         if args.output_dir:
             (args.output_dir / f"{path.stem}.{args.format}").write_text(text, encoding="utf-8")
         else:

@@ -8,7 +8,8 @@ import threading
 import numpy as np
 
 from .bounded_clustering import install as install_bounded_clustering
-from .errors import InputError, ModelLoadError, short_message
+from .errors import ModelLoadError, short_message
+from .options import SpeakerCounts
 from .recluster import ReclusterOptions, recluster
 from .records import SAMPLE_RATE, Diarization, SpeakerTurn, Waveform
 from .runtime import Placement, configure_pyannote_environment, tf32_guard
@@ -16,21 +17,6 @@ from .shared_frames import FRAME_HOP
 from .shared_frames import install as install_shared_frames
 
 logger = logging.getLogger(__name__)
-
-MAX_SPEAKERS = 64
-
-
-def check_speaker_counts(num: int | None, lo: int | None, hi: int | None) -> None:
-    """The speaker-count rules, in one place. Raises InputError naming the broken rule."""
-    for name, value in (("num_speakers", num), ("min_speakers", lo), ("max_speakers", hi)):
-        if value is not None and not 1 <= value <= MAX_SPEAKERS:
-            raise InputError(f"`{name}` must be between 1 and {MAX_SPEAKERS}, got {value}")
-    if num is not None and (lo is not None or hi is not None):
-        raise InputError(
-            "`num_speakers` fixes the count exactly; do not send it together with `min_speakers`/`max_speakers`"
-        )
-    if lo is not None and hi is not None and lo > hi:
-        raise InputError(f"`min_speakers` ({lo}) must not exceed `max_speakers` ({hi})")
 
 
 class SpeakerDiarizer:
@@ -85,16 +71,14 @@ class SpeakerDiarizer:
     def __call__(
         self,
         waveform: Waveform,
-        num_speakers: int | None = None,
-        min_speakers: int | None = None,
-        max_speakers: int | None = None,
+        speakers: SpeakerCounts = SpeakerCounts(),
         checkpoint=None,
     ) -> Diarization:
-        """Speaker turns of ``waveform``. ``checkpoint()``, if given, is called after every batch of the pipeline's
-        segmentation and embedding steps, and may raise to stop the work there."""
+        """Speaker turns of ``waveform``, with as many speakers as ``speakers`` allows (checked when it was built).
+        ``checkpoint()``, if given, is called after every batch of the pipeline's segmentation and embedding steps,
+        and may raise to stop the work there."""
         import torch
 
-        check_speaker_counts(num_speakers, min_speakers, max_speakers)
         if waveform.samples.size == 0:
             return Diarization(turns=(), exclusive=())
         audio = {
@@ -105,7 +89,7 @@ class SpeakerDiarizer:
             self.pipeline._speakerscribe_frames = None
             hook = {} if checkpoint is None else {"hook": lambda *args, **kwargs: checkpoint()}
             output = self.pipeline(
-                audio, num_speakers=num_speakers, min_speakers=min_speakers, max_speakers=max_speakers, **hook
+                audio, num_speakers=speakers.num, min_speakers=speakers.min, max_speakers=speakers.max, **hook
             )
             frames, self.pipeline._speakerscribe_frames = self.pipeline._speakerscribe_frames, None
             annotation = getattr(output, "speaker_diarization", output)
@@ -115,8 +99,8 @@ class SpeakerDiarizer:
                 turns=annotation_turns(annotation, end),
                 exclusive=annotation_turns(exclusive, end) if exclusive is not None else (),
             )
-            if self.recluster and frames is not None and num_speakers is None and result.exclusive:
-                result = self._recluster(result, frames, min_speakers, max_speakers)
+            if self.recluster and frames is not None and speakers.num is None and result.exclusive:
+                result = self._recluster(result, frames, speakers.min, speakers.max)
         return result
 
     def _recluster(self, result: Diarization, frames, lo: int | None, hi: int | None) -> Diarization:

@@ -51,6 +51,7 @@ from .cancel import CancelToken
 from .errors import AudioTooLongError, CapacityError, InputError, ModelLoadError, RequestCancelled, short_message
 from .formats import to_openai_diarized, to_openai_json, to_openai_verbose, to_srt, to_vtt
 from .metrics import ServerMetrics
+from .options import RequestOptions
 from .settings import InferenceConfig
 
 logger = logging.getLogger("speakerscribe.server")
@@ -120,7 +121,7 @@ class Job:
     """A request read and checked, ready to queue: the handler's input and how to render its result."""
 
     data: dict[str, Any]
-    render: Callable[[Any, InferenceConfig], Any]
+    render: Callable[[Any, RequestOptions], Any]
 
 
 def query_parameters(items) -> dict[str, Any]:
@@ -265,9 +266,9 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
                 job = await parse(request, body, handler)
                 del body  # the job holds what it needs; the raw body is not kept through processing
                 cancel = CancelToken(settings.request_timeout_s)
-                result, cfg = await run_job(request, handler, job, cancel, info)
+                result, options = await run_job(request, handler, job, cancel, info)
             info.update(audio_s=round(result.duration, 3), timings=result.timings)
-            response = job.render(result, cfg)
+            response = job.render(result, options)
             status = response.status_code
         except ClientGone:
             status = CLIENT_GONE
@@ -371,7 +372,9 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
             handler.check_parameters(data.get("parameters"))
         from .response import endpoint_response
 
-        return Job(data, lambda result, cfg: JSONResponse(endpoint_response(result, words=cfg.word_timestamps)))
+        return Job(
+            data, lambda result, options: JSONResponse(endpoint_response(result, words=options.attribution.show_words))
+        )
 
     async def predict(request: Request) -> Response:
         return await serve(request, "predict", predict_job, endpoint_error)
@@ -448,11 +451,11 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
                 params[key] = form[key]
         if "word" in granularities:
             params["return_timestamps"] = "word"
-        if fmt == "diarized_json" and handler.transcriber.models.diarizer is None:
+        if fmt == "diarized_json" and not handler.has_diarizer:
             raise InputError("response_format diarized_json needs a diarization model (DIARIZATION_MODEL)")
         handler.check_parameters(params)
 
-        def render(result, cfg) -> Response:
+        def render(result, options) -> Response:
             if fmt == "json":
                 return JSONResponse(to_openai_json(result))
             if fmt == "text":
@@ -465,9 +468,9 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
                 return JSONResponse(
                     to_openai_verbose(
                         result,
-                        words=cfg.word_timestamps,
+                        words=options.attribution.show_words,
                         segments="segment" in granularities or not granularities,
-                        temperature=cfg.temperature,
+                        temperature=options.asr.temperature,
                     )
                 )
             return JSONResponse(to_openai_diarized(result))

@@ -12,8 +12,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .diarize import MAX_SPEAKERS, check_speaker_counts
 from .errors import InputError, quote
+from .options import (
+    AsrOptions,
+    AttributionOptions,
+    InputOptions,
+    RequestOptions,
+    SpeakerCounts,
+    SpeechOptions,
+    WindowOptions,
+)
 
 DEFAULT_ASR_MODEL = "openai/whisper-large-v3"
 MIN_CHUNK_LENGTH_S = 1.0  # shorter windows give Whisper too little context and the request thousands of windows
@@ -68,6 +76,19 @@ class ModelSettings(BaseSettings):
     def token(self) -> str | None:
         return self.hf_token.get_secret_value() if self.hf_token else None
 
+    @classmethod
+    def given(cls, **values: Any) -> ModelSettings:
+        """Settings from ``values`` alone, every other one at its default: the environment is not read (tests,
+        applications that configure the handler themselves). ``ModelSettings(**values)`` reads the environment
+        for the rest."""
+        return _GivenModelSettings(**values)
+
+
+class _GivenModelSettings(ModelSettings):
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, **other_sources):
+        return (init_settings,)
+
 
 class InferenceConfig(BaseModel):
     """The request's ``parameters``. Names and defaults of the original handler come first."""
@@ -86,9 +107,9 @@ class InferenceConfig(BaseModel):
     language: str | None = Field(
         None, max_length=40, description="force a language (ISO-639-1 code or name); null detects"
     )
-    num_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
-    min_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
-    max_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS)
+    num_speakers: int | None = Field(None, description="exact speaker count (1 to 64); rules: options.SpeakerCounts")
+    min_speakers: int | None = Field(None, description="lower bound of the speaker count")
+    max_speakers: int | None = Field(None, description="upper bound of the speaker count")
     return_timestamps: Literal["chunk", "word"] = Field("chunk", description="speaker attribution granularity")
     group_by_speaker: bool = Field(False, description="merge consecutive entries of one speaker")
     speaker_entries: Literal["split", "chunk"] = Field(
@@ -119,7 +140,7 @@ class InferenceConfig(BaseModel):
     @model_validator(mode="after")
     def _speakers(self) -> InferenceConfig:
         try:
-            check_speaker_counts(self.num_speakers, self.min_speakers, self.max_speakers)
+            self.speaker_counts()
         except InputError as exc:
             raise ValueError(str(exc)) from None
         if self.assisted is True and self.batch_size != 1 and "batch_size" in self.model_fields_set:
@@ -132,6 +153,30 @@ class InferenceConfig(BaseModel):
     @property
     def word_timestamps(self) -> bool:
         return self.return_timestamps == "word"
+
+    def speaker_counts(self) -> SpeakerCounts:
+        return SpeakerCounts(self.num_speakers, self.min_speakers, self.max_speakers)
+
+    def to_options(self) -> RequestOptions:
+        """The request, per stage: the one place a request's parameters are translated (see
+        :mod:`speakerscribe.options` for where each one acts)."""
+        return RequestOptions(
+            input=InputOptions(self.sampling_rate, sampling_rate_given="sampling_rate" in self.model_fields_set),
+            speech=SpeechOptions(vad_filter=self.vad_filter),
+            windows=WindowOptions(chunk_length_s=float(self.chunk_length_s)),
+            asr=AsrOptions(
+                task=self.task,
+                language=self.language,
+                prompt=self.prompt,
+                temperature=self.temperature,
+                batch_size=self.batch_size,
+                assisted=self.assisted,
+            ),
+            speakers=self.speaker_counts(),
+            attribution=AttributionOptions(
+                entries=self.speaker_entries, group_by_speaker=self.group_by_speaker, show_words=self.word_timestamps
+            ),
+        )
 
 
 VALID_PARAMETERS = tuple(InferenceConfig.model_fields)

@@ -14,33 +14,18 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .errors import ModelLoadError
+from .options import VadOptions
 from .records import SAMPLE_RATE, Span
 
 logger = logging.getLogger(__name__)
 
 FRAME = 512  # samples per Silero frame at 16 kHz (32 ms)
 FRAME_S = FRAME / SAMPLE_RATE
-
-
-@dataclass(frozen=True)
-class VadOptions:
-    """Thresholds on the per-frame speech probability and the shaping of regions (seconds)."""
-
-    # Silero's defaults. Checked on the AMI train + development meetings: 0.4 / 0.25 covers 82.5% of their reference
-    # speech instead of 80% (0.25 / 0.1: 88%), but more non-speech reaches Whisper: WER on the festival
-    # several-minutes conversation went from 0.068 to 0.086 (whisper-base), and at 0.25 one meeting was detected
-    # as Welsh. Kept at the defaults.
-    threshold: float = 0.5
-    neg_threshold: float = 0.35
-    min_speech_s: float = 0.25
-    min_silence_s: float = 0.5
-    pad_s: float = 0.2
 
 
 def silero_jit_path() -> Path:

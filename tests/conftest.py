@@ -108,11 +108,15 @@ ENV_KEYS = (
 
 
 def make_handler(path: Path | str = REPO, **env: str | None):
-    """EndpointHandler(path) with exactly ``env`` set among the settings variables."""
-    values = {k: None for k in ENV_KEYS}
-    values.update(env)
-    with environment(**values):
-        return import_handler_module().EndpointHandler(str(path))
+    """EndpointHandler(path) from handler.py imported as the runtime does, with settings given directly: ``env``
+    names the settings as environment variables would (ASR_MODEL=...); every other setting takes its default.
+    (The environment path itself is tested in test_settings and by the server tests' subprocesses.)"""
+    from speakerscribe.settings import ModelSettings
+
+    unknown = set(env) - set(ENV_KEYS)
+    assert not unknown, f"not a settings variable: {unknown}"
+    settings = ModelSettings.given(**{k.lower(): v for k, v in env.items() if v is not None})
+    return import_handler_module().EndpointHandler(str(path), settings=settings)
 
 
 @pytest.fixture(scope="session")

@@ -280,11 +280,12 @@ def test_out_of_memory_retries_with_smaller_batches_then_reports_capacity(random
     real = asr.transcribe
     seen = []
 
-    def flaky(waveform, windows, opts, *args, **kwargs):
-        seen.append(opts.batch_size)
-        if opts.batch_size > 1:
+    def flaky(waveform, windows, opts, plan, *args, **kwargs):
+        seen.append(plan.batch_size)  # the request asked for 8 (opts.batch_size); the plan is what this try uses
+        assert opts.batch_size == 8
+        if plan.batch_size > 1:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real(waveform, windows, opts, *args, **kwargs)
+        return real(waveform, windows, opts, plan, *args, **kwargs)
 
     asr.transcribe = flaky
     try:

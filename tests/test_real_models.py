@@ -110,23 +110,22 @@ def test_times_are_ordered_and_inside_the_audio(outputs, conversations):
 
 @pytest.mark.parametrize("shared_frames", ["true", "false"])
 def test_diarization_error_rate(real_models, conversations, shared_frames):
-    from conftest import environment
-
     from speakerscribe.audio import decode_audio
-    from speakerscribe.pipeline import Transcriber
-    from speakerscribe.settings import InferenceConfig, ModelSettings
+    from speakerscribe.loading import load_transcriber
+    from speakerscribe.options import RequestOptions
+    from speakerscribe.settings import ModelSettings
 
-    with environment(
-        ASR_MODEL=str(real_models / "whisper-tiny.en"),
-        DIARIZATION_MODEL=str(real_models / "diarization"),
-        ASSISTANT_MODEL=None,
-        DIARIZATION_SHARED_FRAMES=shared_frames,
-    ):
-        transcriber = Transcriber.from_settings(ModelSettings())
+    transcriber = load_transcriber(
+        ModelSettings.given(
+            asr_model=str(real_models / "whisper-tiny.en"),
+            diarization_model=str(real_models / "diarization"),
+            diarization_shared_frames=shared_frames,
+        )
+    )
     assert transcriber.models.diarizer.shared_frames is (shared_frames == "true")
     for key in ("meeting", "backchannels"):
         conv = conversations[key]
-        result = transcriber.run(decode_audio(conv.wav.read_bytes()).waveform, InferenceConfig())
+        result = transcriber.run(decode_audio(conv.wav.read_bytes()).waveform, RequestOptions())
         turns = [(t.start, t.end, t.speaker) for t in result.diarization.exclusive]
         detail = der(conv, turns)
         assert detail["diarization error rate"] <= DER_LIMIT, (key, detail)

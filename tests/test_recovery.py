@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from audio_helpers import wav_bytes
 
-from speakerscribe.asr import AsrOptions, _best_attempt, _cut_loop, _Decoded, _keep_before_loop
+from speakerscribe.asr import _best_attempt, _cut_loop, _Decoded, _keep_before_loop
+from speakerscribe.options import AsrOptions
 from speakerscribe.records import Span
 from speakerscribe.whisper_tokens import RawSegment, ends_in_loop, find_loop
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from speakerscribe.options import VadOptions
 from speakerscribe.records import Span
-from speakerscribe.vad import FRAME_S, VadOptions, speech_regions
+from speakerscribe.vad import FRAME_S, speech_regions
 from speakerscribe.windows import plan_windows, quietest_cut
 
 

@@ -1,0 +1,73 @@
+"""Model loading: deployment settings -> loaded models -> a :class:`~speakerscribe.pipeline.Transcriber`.
+
+The settings are an argument: the endpoint reads them from the environment (``ModelSettings()``), the CLI and the
+tests build them directly (``ModelSettings(asr_model=..., diarization_model=...)``), and nothing here reads or
+writes ``os.environ`` (pyannote's telemetry switch aside, see :mod:`speakerscribe.runtime`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from .asr import WhisperEngine
+from .diarize import SpeakerDiarizer
+from .pipeline import Models, Transcriber
+from .runtime import apply_tf32, resolve_placement
+from .settings import DEFAULT_ASR_MODEL, ModelSettings
+from .vad import SileroVAD
+
+logger = logging.getLogger(__name__)
+
+
+def looks_like_whisper_folder(path: str | Path) -> bool:
+    cfg = Path(path) / "config.json"
+    return cfg.is_file() and '"whisper"' in cfg.read_text(errors="ignore")
+
+
+def resolve_asr_model(settings: ModelSettings, model_dir: str | None) -> str:
+    """ASR_MODEL if set; else the repository folder when it holds a Whisper model; else Whisper large-v3."""
+    if settings.asr_model:
+        return settings.asr_model
+    if model_dir and Path(model_dir).is_dir() and looks_like_whisper_folder(model_dir):
+        return str(model_dir)
+    return DEFAULT_ASR_MODEL
+
+
+def load_models(settings: ModelSettings, model_dir: str | None = None) -> Models:
+    placement = resolve_placement(settings.device, settings.torch_dtype, settings.attn_implementation)
+    apply_tf32(settings.allow_tf32)
+    asr_id = resolve_asr_model(settings, model_dir)
+    logger.info(
+        "loading ASR model %s (assistant: %s) on %s/%s/%s",
+        asr_id,
+        settings.assistant_model or "none",
+        placement.device,
+        placement.dtype_name,
+        placement.attn_implementation,
+    )
+    asr = WhisperEngine.load(
+        asr_id, placement, settings.assistant_model, settings.token(), settings.max_new_tokens, settings.static_cache
+    )
+    if settings.static_cache:
+        logger.info("warming up the static-cache decoder at batch size %d", settings.warmup_batch_size)
+        asr.warmup(settings.warmup_batch_size)
+    diarizer = None
+    if settings.diarization_model:
+        logger.info("loading diarization pipeline %s", settings.diarization_model)
+        diarizer = SpeakerDiarizer.load(
+            settings.diarization_model,
+            placement,
+            settings.token(),
+            settings.allow_tf32,
+            settings.diarization_shared_frames,
+            settings.diarization_recluster,
+        )
+    vad = SileroVAD() if settings.vad == "silero" else None
+    return Models(asr=asr, diarizer=diarizer, vad=vad, placement=placement)
+
+
+def load_transcriber(settings: ModelSettings, model_dir: str | None = None) -> Transcriber:
+    """Load what ``settings`` names and wrap it for requests."""
+    models = load_models(settings, model_dir)
+    return Transcriber(models, settings.max_audio_seconds, overlap=settings.overlap_diarization)

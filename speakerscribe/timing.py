@@ -1,0 +1,49 @@
+"""The one stage timer: seconds per named stage, accumulated into a dict, and every stage start a cancellation
+checkpoint.
+
+The pipeline times its steps (``vad``, ``asr``, ``diarization``, ``diarization_wait``, ``merge``) and Whisper its
+sub-stages (``asr_features``, ``asr_encode``, ``asr_generate``, ``asr_score``, ``asr_language``) with the same
+timer; the response's ``timings`` is that dict. On CUDA the timer synchronises at the end of a stage, so kernel
+work is counted where it ran, not where the next synchronising call happens to wait for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+
+StageHook = Callable[[str, float], None]  # (stage name, seconds) when a stage ends
+
+
+class StageTimer:
+    def __init__(self, timings: dict[str, float] | None = None, cancel=None, cuda: bool = False, hook=None):
+        self.timings: dict[str, float] = {} if timings is None else timings
+        self.cancel = cancel  # a CancelToken (or None): checked as each stage starts
+        self.cuda = cuda
+        self.hook: StageHook | None = hook
+
+    @contextmanager
+    def __call__(self, name: str):
+        if self.cancel is not None:
+            self.cancel.check()
+        t0 = time.perf_counter()
+        try:
+            yield
+            if self.cuda:
+                import torch
+
+                torch.cuda.synchronize()
+        finally:  # a stage that fails still took its time
+            self.add(name, time.perf_counter() - t0)
+
+    def add(self, name: str, seconds: float) -> None:
+        """Count ``seconds`` for ``name`` (work timed elsewhere, e.g. in another thread)."""
+        self.timings[name] = self.timings.get(name, 0.0) + seconds
+        if self.hook is not None:
+            self.hook(name, seconds)
+
+    def nested(self, cuda: bool | None = None) -> StageTimer:
+        """A timer into the same dict and checkpoint, without the hook: sub-stages of a hooked stage, or work in
+        another thread (``cuda=False`` there: a device-wide synchronise would wait for the other thread's work)."""
+        return StageTimer(self.timings, self.cancel, self.cuda if cuda is None else cuda)
