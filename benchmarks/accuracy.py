@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 
 def conversations(speech_dir: Path):
-    from speakerscribe.offline.conversation import MEETING, long_conversation, synthesize
+    from speakerscribe_dev.conversation import MEETING, long_conversation, synthesize
 
     return {
         "meeting": synthesize(MEETING, speech_dir, "meeting"),
@@ -39,11 +39,11 @@ def conversations(speech_dir: Path):
 def ami_table(models: Path, data: Path, splits: list[str], asr: str) -> None:
     from speakerscribe.audio import decode_audio
     from speakerscribe.loading import load_transcriber
-    from speakerscribe.offline import ami
-    from speakerscribe.offline.evaluation import evaluate_recording, summarise
     from speakerscribe.options import RequestOptions
     from speakerscribe.response import endpoint_response
     from speakerscribe.settings import ModelSettings
+    from speakerscribe_dev import ami
+    from speakerscribe_dev.evaluation import evaluate_recording, summarise
 
     nan = float("nan")
     folder = ami.prepare(data)
@@ -104,10 +104,10 @@ def main() -> int:
         return 0
     from speakerscribe.audio import decode_audio
     from speakerscribe.loading import load_models
-    from speakerscribe.offline.evaluation import der, wer, word_attribution
     from speakerscribe.pipeline import Models, Transcriber
     from speakerscribe.response import endpoint_response
     from speakerscribe.settings import InferenceConfig, ModelSettings
+    from speakerscribe_dev.evaluation import der, wer, word_attribution
 
     convs = conversations(args.speech)
     cfg = InferenceConfig(return_timestamps="word").to_options()

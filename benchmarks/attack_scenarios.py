@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE / "benchmarks"))
 
 from hostile_cases import LiveServer  # noqa: E402
 
-from speakerscribe.offline.hostile import encode, tone, wav_header  # noqa: E402
+from speakerscribe_dev.hostile import encode, tone, wav_header  # noqa: E402
 
 
 class PeakRss:

@@ -72,7 +72,7 @@ def cached(pipeline, shared_frames: bool):
 
 
 def score(pipeline, files, recordings, method, threshold, min_cluster_size):
-    from speakerscribe.offline.evaluation import der_turns
+    from speakerscribe_dev.evaluation import der_turns
 
     pipeline.clustering.method = method
     pipeline.clustering.threshold = threshold
@@ -120,7 +120,7 @@ def main() -> int:
     import torch
     from pyannote.audio import Pipeline
 
-    from speakerscribe.offline import ami
+    from speakerscribe_dev import ami
 
     recordings = ami.load(ami.prepare(args.data), ami.TUNING_SPLITS)
     files = [pyannote_file(rec.uri, rec.wav) for rec in recordings]
@@ -180,7 +180,7 @@ def second_pass(args, files, recordings) -> None:
     import yaml
     from pyannote.audio import Pipeline
 
-    from speakerscribe.offline.conversation import MEETING, THREE_SPEAKERS, long_conversation, synthesize
+    from speakerscribe_dev.conversation import MEETING, THREE_SPEAKERS, long_conversation, synthesize
 
     deployed = yaml.safe_load((args.models / "diarization" / "config.yaml").read_text())["params"]["clustering"]
     convs = {
@@ -203,10 +203,10 @@ def second_pass_table(pipeline, files, recordings, convs, fest) -> None:
     import torch
 
     from speakerscribe.diarize import annotation_turns
-    from speakerscribe.offline.evaluation import der, der_turns
     from speakerscribe.recluster import ReclusterOptions, recluster
     from speakerscribe.records import SAMPLE_RATE
     from speakerscribe.shared_frames import FRAME_HOP
+    from speakerscribe_dev.evaluation import der, der_turns
 
     first: dict[str, tuple] = {}
     with torch.inference_mode():

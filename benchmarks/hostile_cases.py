@@ -1,4 +1,4 @@
-"""Send every generated hostile body (speakerscribe.offline.hostile) to a live server; print status and time of each.
+"""Send every generated hostile body (speakerscribe_dev.hostile) to a live server; print status and time of each.
 
     python benchmarks/hostile_cases.py                       # this checkout
     python benchmarks/hostile_cases.py --repo /tmp/old       # another checkout (e.g. a git worktree of an old commit)
@@ -25,7 +25,7 @@ import requests
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
-from speakerscribe.offline.hostile import hostile_cases  # noqa: E402
+from speakerscribe_dev.hostile import hostile_cases  # noqa: E402
 
 
 def free_port() -> int:

@@ -51,7 +51,7 @@ def start(cmd: list[str], env: dict, port: int, log: Path):
 def clips(out: Path) -> dict[str, Path]:
     import soundfile as sf
 
-    from speakerscribe.offline.conversation import MEETING, long_conversation, synthesize
+    from speakerscribe_dev.conversation import MEETING, long_conversation, synthesize
 
     meeting = synthesize(MEETING, REPO / ".cache" / "speech", "meeting")
     longer = synthesize(long_conversation(16, seed=31), REPO / ".cache" / "speech", "k6_long")

@@ -30,7 +30,7 @@ def conversation(minutes: float, speech_dir: Path):
     """(wav bytes, reference text, true turns) of about ``minutes`` of conversation."""
     import soundfile as sf
 
-    from speakerscribe.offline.conversation import long_conversation, synthesize
+    from speakerscribe_dev.conversation import long_conversation, synthesize
 
     base = synthesize(long_conversation(72, seed=21), speech_dir, "bench5")  # ~5 minutes
     samples, rate = sf.read(str(base.wav), dtype="float32")
@@ -104,9 +104,9 @@ def main() -> int:
 
     from speakerscribe.audio import decode_audio
     from speakerscribe.loading import load_transcriber
-    from speakerscribe.offline.evaluation import wer
     from speakerscribe.response import endpoint_response
     from speakerscribe.settings import InferenceConfig, ModelSettings
+    from speakerscribe_dev.evaluation import wer
 
     audio, reference, turns, duration = conversation(args.minutes, REPO / ".cache" / "speech")
     asr_dir = str(args.models / args.model)

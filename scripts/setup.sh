@@ -31,4 +31,4 @@ fi
 echo "== preparing offline models in models/"
 PYANNOTE_METRICS_ENABLED=false "$VENV/bin/python" -m speakerscribe.offline.prepare --out models
 echo "== preparing real meeting recordings (AMI excerpts) in data/ami/"
-"$VENV/bin/python" -m speakerscribe.offline.ami --out data/ami
+"$VENV/bin/python" -m speakerscribe_dev.ami --out data/ami

@@ -1,8 +1,10 @@
 """Word timing from Whisper's cross-attention: one teacher-forced decoder pass, then dynamic time warping.
 
-After a window is decoded (plain, assisted or compiled; it does not matter how), its text tokens are fed back once
-in no-timestamps mode. The cross-attention of the model's alignment heads says which 20 ms encoder frame each
-token looks at; a monotonic path through that (token x frame) matrix gives each token a start time. The attention
+After a window is decoded (plain, assisted or compiled; it does not matter how), the scoring pass of
+:mod:`speakerscribe.asr` feeds the prompt and the tokens exactly as generated (timestamp tokens included) plus an
+end-of-text token back through the decoder once, teacher-forced. The cross-attention of the model's alignment heads
+at the positions that predict text tokens says which 20 ms encoder frame each token looks at; a monotonic path
+through that (token x frame) matrix gives each token a start time. The attention
 weights are read by hooks on the heads' query and key projections, so any attention implementation works.
 """
 

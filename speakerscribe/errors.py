@@ -9,7 +9,7 @@
   (HTTP 503).
 * :class:`ModelLoadError` - a model named by the settings could not be loaded. Raised at start-up.
 * :class:`CapacityError` - the service is out of a resource (GPU memory even at batch size 1, a full queue). HTTP 503.
-* :class:`InferenceError` - our own failure while processing a valid request. HTTP 500.
+* Anything else is a bug of ours: HTTP 500, traceback in the log (no dedicated type: nothing raises one on purpose).
 
 Diarization failures are not raised to the caller: the transcript is returned with the failure in ``warnings``.
 """
@@ -43,10 +43,6 @@ class ModelLoadError(SpeakerscribeError, RuntimeError):
 
 class CapacityError(SpeakerscribeError, RuntimeError):
     """A resource ran out (accelerator memory, queue slots); retrying later or with less may succeed."""
-
-
-class InferenceError(SpeakerscribeError, RuntimeError):
-    """Processing a valid request failed for a reason of ours."""
 
 
 def short_message(exc: BaseException, limit: int = 500) -> str:

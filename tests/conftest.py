@@ -42,10 +42,10 @@ def _stamp(*files: Path) -> str:
 
 @pytest.fixture(scope="session")
 def random_models() -> RandomModels:
-    from speakerscribe.offline import random_models as rm
+    from speakerscribe_dev import random_models as rm
 
-    src = Path(rm.__file__).parent
-    root = CACHE / "random-models" / _stamp(*sorted(src.glob("*.py")), REPO / "speakerscribe" / "campplus.py")
+    sources = [Path(rm.__file__), *sorted((REPO / "speakerscribe" / "offline").glob("*.py"))]
+    root = CACHE / "random-models" / _stamp(*sources, REPO / "speakerscribe" / "campplus.py")
     models = RandomModels(
         root / "whisper-en", root / "whisper-ml", root / "draft-en", root / "draft-ml", root / "pipeline"
     )
@@ -139,7 +139,7 @@ def speech_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def meeting(speech_dir):
-    from speakerscribe.offline.conversation import MEETING, synthesize
+    from speakerscribe_dev.conversation import MEETING, synthesize
 
     return synthesize(MEETING, speech_dir, "meeting")
 

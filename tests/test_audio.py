@@ -154,7 +154,7 @@ def test_decoding_stops_at_the_length_limit_without_decoding_the_rest():
     "rate, channels, needle", [(1, 1, "sample rate is 1 Hz"), (500000, 1, "accepted rates"), (16000, 40, "channels")]
 )
 def test_header_bombs_are_refused_before_decoding(rate, channels, needle):
-    from speakerscribe.offline.hostile import wav_header
+    from speakerscribe_dev.hostile import wav_header
 
     payload = b"\x00" * 200000
     with pytest.raises(InputError, match=needle):

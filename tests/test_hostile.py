@@ -1,6 +1,6 @@
 """Hostile input against a live server, and property-based fuzzing of the two parsers of strangers' bytes.
 
-Every generated hostile body (speakerscribe.offline.hostile: demuxer tricks, polyglots, truncated and corrupt
+Every generated hostile body (speakerscribe_dev.hostile: demuxer tricks, polyglots, truncated and corrupt
 files of every format, header bombs, parameter abuse, odd encodings) must be answered 4xx within seconds, never
 read a local file or reveal whether one exists, never echo a huge value, and leave the server healthy with its
 memory bounded.
@@ -23,8 +23,8 @@ from test_server import Server, model_env
 
 from speakerscribe.audio import load_inputs
 from speakerscribe.errors import InputError
-from speakerscribe.offline.hostile import hostile_cases
 from speakerscribe.settings import parse_parameters
+from speakerscribe_dev.hostile import hostile_cases
 
 
 def rss_mb(pid: int) -> float:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from conftest import make_handler
 
-from speakerscribe.offline.conversation import MEETING, Line, long_conversation, synthesize
-from speakerscribe.offline.evaluation import true_speaker_at, wer, word_attribution
+from speakerscribe_dev.conversation import MEETING, Line, long_conversation, synthesize
+from speakerscribe_dev.evaluation import true_speaker_at, wer, word_attribution
 
 pytestmark = pytest.mark.slow
 

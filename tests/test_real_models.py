@@ -9,8 +9,8 @@ import pytest
 from audio_helpers import wav_bytes
 from conftest import CACHE, make_handler
 
-from speakerscribe.offline.conversation import MEETING, long_conversation, synthesize
-from speakerscribe.offline.evaluation import der, normalise, wer, word_attribution
+from speakerscribe_dev.conversation import MEETING, long_conversation, synthesize
+from speakerscribe_dev.evaluation import der, normalise, wer, word_attribution
 
 pytestmark = pytest.mark.slow
 
@@ -203,7 +203,7 @@ def test_default_entries_are_the_word_level_split_and_chunk_mode_keeps_chunks(re
 def test_three_speakers_two_of_them_similar_male_voices(real_handler, speech_dir):
     """Two male diphone voices and a female voice: segmentation-3.0 gives the two male voices one local speaker,
     so pyannote's clustering merges them; the second clustering pass (speakerscribe.recluster) tells them apart."""
-    from speakerscribe.offline.conversation import THREE_SPEAKERS
+    from speakerscribe_dev.conversation import THREE_SPEAKERS
 
     _, handler = real_handler
     conv = synthesize(THREE_SPEAKERS, speech_dir, "three_speakers")
@@ -220,8 +220,8 @@ def test_without_the_second_pass_the_two_male_voices_are_merged(real_models, spe
     """The reason for speakerscribe.recluster: pyannote's own clustering cannot separate them."""
     from speakerscribe.audio import decode_audio
     from speakerscribe.diarize import SpeakerDiarizer
-    from speakerscribe.offline.conversation import THREE_SPEAKERS
     from speakerscribe.runtime import resolve_placement
+    from speakerscribe_dev.conversation import THREE_SPEAKERS
 
     conv = synthesize(THREE_SPEAKERS, speech_dir, "three_speakers")
     waveform = decode_audio(conv.wav.read_bytes()).waveform

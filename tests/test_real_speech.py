@@ -9,10 +9,10 @@ import logging
 import pytest
 from conftest import REPO, make_handler
 
-from speakerscribe.offline import ami
-from speakerscribe.offline.evaluation import evaluate_recording, summarise
 from speakerscribe.response import endpoint_response
 from speakerscribe.whisper_tokens import compression_ratio
+from speakerscribe_dev import ami
+from speakerscribe_dev.evaluation import evaluate_recording, summarise
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -93,7 +92,3 @@ def parse_ct2(data: bytes) -> CT2Model:
             if target in variables:
                 variables[alias] = variables[target]
     return CT2Model(spec_name=spec_name, spec_revision=spec_revision, variables=variables)
-
-
-def read_ct2(path: str | Path) -> CT2Model:
-    return parse_ct2(Path(path).read_bytes())

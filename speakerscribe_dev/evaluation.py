@@ -101,7 +101,7 @@ def der_turns(
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """Sorted disjoint spans covering ``spans`` (empty ones dropped), by the merge stage's own union."""
-    from ..merge import union_intervals
+    from speakerscribe.merge import union_intervals
 
     kept = np.array([(s, e) for s, e in spans if e > s], dtype=np.float64).reshape(-1, 2)
     starts, ends = union_intervals(kept[:, 0], kept[:, 1])

@@ -1,6 +1,6 @@
 """Real recorded meeting speech with reference speakers: the AMI excerpts of pyannote.audio's source distribution.
 
-    python -m speakerscribe.offline.ami [--out data/ami]
+    python -m speakerscribe_dev.ami [--out data/ami]
 
 pyannote.audio 4.0.7's sdist on PyPI ships, in ``tests/data``, 14 real AMI meeting excerpts (far-field, 16 kHz,
 30 s each, 1-4 speakers, heavy overlap) with reference RTTM and UEM files split into its "Debug" protocol:
@@ -25,8 +25,8 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..records import SpeakerTurn
-from .prepare import pip_download, sha256_of
+from speakerscribe.offline.prepare import pip_download, sha256_of
+from speakerscribe.records import SpeakerTurn
 
 logger = logging.getLogger("speakerscribe.ami")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .pyannote_folder import write_pipeline_folder
-from .whisper_convert import cut_assistant, save_whisper_folder
+from speakerscribe.offline.pyannote_folder import write_pipeline_folder
+from speakerscribe.offline.whisper_convert import cut_assistant, save_whisper_folder
 
 _CORPUS = """
 the quick brown fox jumps over the lazy dog while the speaker talks about the weather today
@@ -70,7 +70,7 @@ def small_tokenizer_json(languages: tuple[str, ...] = RANDOM_LANGUAGES, vocab_si
 def write_random_whisper(
     out_dir: str | Path, multilingual: bool = False, seed: int = 0, d_model: int = 64, layers: int = 2, heads: int = 2
 ) -> Path:
-    from .whisper_convert import N_TIMESTAMP_TOKENS, generation_config_dict
+    from speakerscribe.offline.whisper_convert import N_TIMESTAMP_TOKENS, generation_config_dict
 
     languages = RANDOM_LANGUAGES if multilingual else ("en",)
     tokenizer = small_tokenizer_json(languages)
@@ -117,8 +117,8 @@ def write_random_pipeline(out_dir: str | Path, seed: int = 0) -> Path:
     from pyannote.audio.core.task import Problem, Resolution, Specifications
     from pyannote.audio.models.segmentation import PyanNet
 
-    from ..campplus import CAMPPlusEmbedding
-    from .pyannote_folder import lightning_checkpoint
+    from speakerscribe.campplus import CAMPPlusEmbedding
+    from speakerscribe.offline.pyannote_folder import lightning_checkpoint
 
     torch.manual_seed(seed)
     seg = PyanNet(

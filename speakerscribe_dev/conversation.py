@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..records import SAMPLE_RATE
+from speakerscribe.records import SAMPLE_RATE
 
 VOICES = {
     "A": "(voice_kal_diphone)",  # US male, diphone
@@ -68,7 +68,7 @@ class Conversation:
 def _speak(text: str, voice: str, workdir: Path) -> np.ndarray:
     import soundfile as sf
 
-    from ..audio import resample
+    from speakerscribe.audio import resample
 
     if shutil.which("text2wave") is None:
         raise RuntimeError(FESTIVAL_HINT)
