@@ -45,10 +45,11 @@ def pyannote_file(uri: str, wav: Path) -> dict:
 
 def cached(pipeline, shared_frames: bool):
     """Memoise segmentation and embeddings per file uri on ``pipeline`` (one embedding path)."""
-    from speakerscribe.shared_frames import install
+    from speakerscribe.pyannote_pipeline import build, supports_shared_frames
 
-    if shared_frames and not install(pipeline):
+    if shared_frames and not supports_shared_frames(pipeline):
         raise SystemExit("the diarization model does not support shared frames")
+    pipeline = build(pipeline, shared_frames)
     seg, emb = pipeline.get_segmentations, pipeline.get_embeddings
     cache: dict = {}
 
@@ -62,7 +63,7 @@ def cached(pipeline, shared_frames: bool):
         key = ("emb", file["uri"])
         if key not in cache:
             cache[key] = emb(file, binarized, exclude_overlap=exclude_overlap, hook=hook)
-            cache[("frames", file["uri"])] = getattr(pipeline, "_speakerscribe_frames", None)
+            cache[("frames", file["uri"])] = getattr(pipeline, "last_frames", None)
         return cache[key]
 
     pipeline.frames_of = lambda uri: cache.get(("frames", uri))

@@ -7,38 +7,37 @@ import threading
 
 import numpy as np
 
-from .bounded_clustering import install as install_bounded_clustering
 from .errors import ModelLoadError, short_message
 from .options import SpeakerCounts
 from .recluster import ReclusterOptions, recluster
 from .records import SAMPLE_RATE, Diarization, SpeakerTurn, Waveform
 from .runtime import Placement, configure_pyannote_environment, tf32_guard
 from .shared_frames import FRAME_HOP
-from .shared_frames import install as install_shared_frames
 
 logger = logging.getLogger(__name__)
 
 
 class SpeakerDiarizer:
-    """A loaded pyannote pipeline. Calls are serialised: pyannote pipelines keep per-call state."""
+    """A pyannote pipeline run on in-memory waveforms. Calls are serialised: pyannote pipelines keep per-call state.
+
+    :meth:`load` builds speakerscribe's pipeline (:mod:`speakerscribe.pyannote_pipeline`); the constructor also
+    takes any pyannote pipeline as it is (``shared_frames`` says whether it is a
+    :class:`~speakerscribe.pyannote_pipeline.SharedFrameDiarization`, which the second clustering pass needs)."""
 
     def __init__(
         self,
         pipeline,
         placement: Placement,
         allow_tf32: bool = True,
-        shared_frames: bool = True,
+        shared_frames: bool = False,
         recluster: bool = True,
     ):
         self.pipeline = pipeline
         self.placement = placement
         self.allow_tf32 = allow_tf32
-        # frames computed once per file instead of once per overlapping window, where the model allows it
-        self.shared_frames = shared_frames and install_shared_frames(pipeline)
-        # long recordings: the hierarchical clustering links at most MAX_EMBEDDINGS embeddings (bounded memory)
-        install_bounded_clustering(pipeline)
-        # the second clustering pass over short pieces needs those frames (speakerscribe.recluster)
-        self.recluster = recluster and self.shared_frames
+        self.shared_frames = shared_frames
+        # the second clustering pass over short pieces needs the shared frames (speakerscribe.recluster)
+        self.recluster = recluster and shared_frames
         self.recluster_options = ReclusterOptions()
         self._lock = threading.Lock()
 
@@ -65,8 +64,12 @@ class SpeakerDiarizer:
                 f"could not load DIARIZATION_MODEL {model_id!r}: the Hub refused the download; gated models need "
                 "HF_TOKEN with access granted on the model page"
             )
+        from . import pyannote_pipeline  # imports pyannote.audio: after configure_pyannote_environment()
+
+        pipeline = pyannote_pipeline.build(pipeline, shared_frames)
         pipeline.to(torch.device(placement.device))
-        return cls(pipeline, placement, allow_tf32, shared_frames, recluster)
+        uses_frames = isinstance(pipeline, pyannote_pipeline.SharedFrameDiarization)
+        return cls(pipeline, placement, allow_tf32, uses_frames, recluster)
 
     def __call__(
         self,
@@ -86,12 +89,15 @@ class SpeakerDiarizer:
             "sample_rate": waveform.sample_rate,
         }
         with self._lock, tf32_guard(self.allow_tf32), torch.inference_mode():
-            self.pipeline._speakerscribe_frames = None
             hook = {} if checkpoint is None else {"hook": lambda *args, **kwargs: checkpoint()}
-            output = self.pipeline(
-                audio, num_speakers=speakers.num, min_speakers=speakers.min, max_speakers=speakers.max, **hook
-            )
-            frames, self.pipeline._speakerscribe_frames = self.pipeline._speakerscribe_frames, None
+            try:
+                output = self.pipeline(
+                    audio, num_speakers=speakers.num, min_speakers=speakers.min, max_speakers=speakers.max, **hook
+                )
+                frames = self.pipeline.last_frames if self.shared_frames else None
+            finally:  # the file's CAM++ frames are large: never kept on the pipeline past the call
+                if self.shared_frames:
+                    self.pipeline.last_frames = None
             annotation = getattr(output, "speaker_diarization", output)
             exclusive = getattr(output, "exclusive_speaker_diarization", None)
             end = waveform.duration

@@ -7,14 +7,14 @@ per (window, local speaker): every second of audio goes through the embedding ne
 per-block normalisation look like those of a 10 s window), and each (window, speaker) embedding is the weighted
 statistics pooling of the shared frames inside that window, exactly as the model pools a window's own frames.
 
-It replaces ``get_embeddings`` on one pipeline instance (see :func:`install`), only for embedding models that can
-split frames from pooling (:class:`speakerscribe.campplus.CAMPPlusEmbedding`); anything else keeps pyannote's path.
+:class:`speakerscribe.pyannote_pipeline.SharedFrameDiarization` uses it as its ``get_embeddings``, for CAM++
+(:class:`speakerscribe.campplus.CAMPPlusEmbedding`, whose network splits frames from pooling); other embedding
+models keep pyannote's path.
 """
 
 from __future__ import annotations
 
 import math
-import types
 
 import numpy as np
 
@@ -64,20 +64,18 @@ def file_frames(model, waveform, block_s: float = 10.0, context_s: float = 2.5, 
     return out
 
 
-def shared_frame_embeddings(self, file, binarized_segmentations, exclude_overlap: bool = False, hook=None):
-    """Drop-in for ``SpeakerDiarization.get_embeddings``: (num_chunks, local_speakers, dimension) array."""
+def shared_frame_embeddings(model, waveform, segmentations, exclude_overlap: bool, min_num_samples, hook=None):
+    """What ``SpeakerDiarization.get_embeddings`` computes - a (num_chunks, local_speakers, dimension) array - from
+    frames computed once: returns (embeddings, the file's frames). ``model`` is a
+    :class:`~speakerscribe.campplus.CAMPPlusEmbedding`; ``waveform`` (1, samples) at 16 kHz."""
     import torch
 
-    model = self._embedding.model_
-    waveform = file["waveform"]
-    if file.get("sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
-        return type(self).get_embeddings(self, file, binarized_segmentations, exclude_overlap, hook)
-    window = binarized_segmentations.sliding_window
-    data = np.nan_to_num(binarized_segmentations.data, nan=0.0).astype(np.float32)  # (chunks, seg_frames, spk)
+    window = segmentations.sliding_window
+    data = np.nan_to_num(segmentations.data, nan=0.0).astype(np.float32)  # (chunks, seg_frames, spk)
     num_chunks, num_seg_frames, num_speakers = data.shape
     if exclude_overlap:
         # as pyannote: use only frames where one speaker talks, unless that leaves too little speech
-        min_frames = math.ceil(num_seg_frames * self._embedding.min_num_samples / (window.duration * SAMPLE_RATE))
+        min_frames = math.ceil(num_seg_frames * min_num_samples / (window.duration * SAMPLE_RATE))
         overlapped = data.sum(axis=2) >= 2  # (chunks, seg_frames)
         clean_frames = (data * ~overlapped[..., None]).sum(axis=1)  # (chunks, spk)
         enough = clean_frames > min_frames
@@ -86,7 +84,6 @@ def shared_frame_embeddings(self, file, binarized_segmentations, exclude_overlap
     device = next(model.parameters()).device
     with torch.inference_mode():
         frames = file_frames(model, waveform.to(device))  # (C, F)
-        self._speakerscribe_frames = frames  # kept for the re-clustering pass (speakerscribe.recluster)
         n_frames = frames.shape[1]
         per_window = int(round(window.duration * SAMPLE_RATE / FRAME_HOP))
         first = np.round(np.array([window[c].start for c in range(num_chunks)]) * SAMPLE_RATE / FRAME_HOP)
@@ -105,15 +102,4 @@ def shared_frame_embeddings(self, file, binarized_segmentations, exclude_overlap
                 out[a:b, spk] = model.campplus.pool(chunk_frames, weights[:, spk]).float().cpu().numpy()
             if hook is not None:
                 hook("embeddings", None, total=num_chunks, completed=b)
-    return out
-
-
-def install(pipeline) -> bool:
-    """Use shared frames on ``pipeline`` when its embedding model supports it. Returns whether it did."""
-    embedding = getattr(pipeline, "_embedding", None)
-    model = getattr(embedding, "model_", None)
-    campplus = getattr(model, "campplus", None)
-    if campplus is None or not hasattr(campplus, "frames") or not hasattr(campplus, "pool"):
-        return False
-    pipeline.get_embeddings = types.MethodType(shared_frame_embeddings, pipeline)
-    return True
+    return out, frames

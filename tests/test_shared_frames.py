@@ -1,32 +1,50 @@
-"""Shared-frame speaker embeddings: installed only where the model supports it, same shapes as pyannote's."""
+"""speakerscribe's pyannote pipeline (speakerscribe.pyannote_pipeline): shared-frame embeddings only for CAM++,
+pyannote's shapes; clustering bounded to max_embeddings."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from speakerscribe.shared_frames import FRAME_HOP, file_frames, install
+from speakerscribe.bounded_clustering import evenly_spaced
+from speakerscribe.shared_frames import FRAME_HOP, file_frames
 
 
-def test_installs_on_campplus_pipelines_only(random_models):
+def test_build_uses_shared_frames_on_campplus_pipelines_only(random_models):
     from pyannote.audio import Pipeline
+    from pyannote.audio.pipelines import SpeakerDiarization
 
-    pipeline = Pipeline.from_pretrained(random_models.pipeline)
-    assert install(pipeline)
+    from speakerscribe.pyannote_pipeline import (
+        BoundedAgglomerativeClustering,
+        SharedFrameDiarization,
+        build,
+        supports_shared_frames,
+    )
+
+    pipeline = build(Pipeline.from_pretrained(random_models.pipeline))
+    assert type(pipeline) is SharedFrameDiarization and isinstance(pipeline, SpeakerDiarization)
+    assert type(pipeline.clustering) is BoundedAgglomerativeClustering
+    off = build(Pipeline.from_pretrained(random_models.pipeline), shared_frames=False)
+    assert type(off) is SpeakerDiarization and type(off.clustering) is BoundedAgglomerativeClustering
+    # the pipeline keeps pyannote's hyper-parameters
+    assert pipeline.parameters(instantiated=True) == off.parameters(instantiated=True)
 
     class Other:
         _embedding = type("E", (), {"model_": torch.nn.Linear(2, 2)})()
 
-    assert not install(Other())
+    assert not supports_shared_frames(Other())
+    other = Other()
+    assert build(other) is other and type(other) is Other
 
 
 def test_embeddings_have_pyannotes_shape_and_are_finite(random_models):
     from pyannote.audio import Pipeline
     from test_handler import speechlike
 
-    pipeline = Pipeline.from_pretrained(random_models.pipeline)
+    from speakerscribe.pyannote_pipeline import build
+
+    pipeline = build(Pipeline.from_pretrained(random_models.pipeline))
     reference = Pipeline.from_pretrained(random_models.pipeline)
-    install(pipeline)
     audio = torch.from_numpy(speechlike(23.0))[None]
     file = {"waveform": audio, "sample_rate": 16000, "uri": "x"}
     seg = pipeline.get_segmentations(file)
@@ -37,6 +55,31 @@ def test_embeddings_have_pyannotes_shape_and_are_finite(random_models):
     theirs = reference.get_embeddings(file, binary, exclude_overlap=True)
     assert ours.shape == theirs.shape
     assert np.isfinite(ours).all()
+    assert pipeline.last_frames.shape[1] == -(-audio.shape[1] // FRAME_HOP)  # kept for the second pass
+
+
+def test_clustering_links_at_most_max_embeddings_evenly_spaced(random_models):
+    from pyannote.audio import Pipeline
+
+    from speakerscribe.pyannote_pipeline import build
+
+    assert evenly_spaced(10, 10) is None
+    keep = evenly_spaced(100, 7)
+    assert len(keep) == 7 and keep[0] == 0 and keep[-1] == 99 and np.all(np.diff(keep) >= 14)
+    pipeline = build(Pipeline.from_pretrained(random_models.pipeline), max_embeddings=5)
+    rng = np.random.default_rng(0)
+    embeddings = rng.standard_normal((40, 3, 8)).astype(np.float32)  # (chunks, local speakers, dimension)
+    from pyannote.core import SlidingWindow, SlidingWindowFeature
+
+    turns = np.zeros((40, 48, 3), dtype=np.float32)
+    for k in range(3):  # each local speaker talks alone for a third of every chunk
+        turns[:, 16 * k : 16 * (k + 1), k] = 1.0
+    active = SlidingWindowFeature(turns, SlidingWindow(duration=10.0, step=1.0))
+    chosen, chunk_idx, speaker_idx = pipeline.clustering.filter_embeddings(embeddings, active)
+    assert len(chosen) == 5 and np.all(np.diff(chunk_idx) >= 0)  # in time order
+    np.testing.assert_array_equal(chosen, embeddings[chunk_idx, speaker_idx])
+    unbounded = build(Pipeline.from_pretrained(random_models.pipeline), max_embeddings=10_000)
+    assert len(unbounded.clustering.filter_embeddings(embeddings, active)[0]) == 120
 
 
 def test_file_frames_cover_the_whole_file_in_order(random_models):

@@ -1,0 +1,103 @@
+"""speakerscribe's diarization pipeline: pyannote's ``SpeakerDiarization`` with two of its steps replaced.
+
+This module imports pyannote.audio. Import it only after :func:`speakerscribe.runtime.configure_pyannote_environment`
+(:meth:`speakerscribe.diarize.SpeakerDiarizer.load` does).
+
+Where CAM++ comes from
+    ``Pipeline.from_pretrained(folder)`` builds a pipeline by itself: ``config.yaml`` names the pipeline class and
+    its sub-models, and every model checkpoint names its own class by dotted path. The offline default's embedding
+    checkpoint (written by :mod:`speakerscribe.offline.pyannote_folder`) names
+    ``speakerscribe.campplus.CAMPPlusEmbedding``, so pyannote imports CAM++ from that path while loading. Other
+    pipelines (pyannote's own, WeSpeaker embeddings) load the same way and keep pyannote's embedding path.
+
+What :func:`build` changes
+    pyannote constructs the pipeline objects, so we cannot choose their classes; :func:`build` replaces the class of
+    two of them with a subclass defined here. Their hyper-parameters, ``isinstance`` checks and every method not
+    named below stay pyannote's.
+
+    * ``SpeakerDiarization`` -> :class:`SharedFrameDiarization`, when the embedding model is
+      :class:`~speakerscribe.campplus.CAMPPlusEmbedding` and shared frames are on: ``get_embeddings`` pools frames
+      computed once per file (:mod:`speakerscribe.shared_frames`) and keeps them in ``last_frames`` for the second
+      clustering pass (:mod:`speakerscribe.recluster`).
+    * ``AgglomerativeClustering`` / ``VBxClustering`` -> :class:`BoundedAgglomerativeClustering` /
+      :class:`BoundedVBxClustering`: ``filter_embeddings`` keeps at most ``max_embeddings``
+      (:mod:`speakerscribe.bounded_clustering`), so a four-hour recording clusters in bounded memory.
+"""
+
+from __future__ import annotations
+
+from pyannote.audio.pipelines import SpeakerDiarization
+from pyannote.audio.pipelines.clustering import AgglomerativeClustering, VBxClustering
+
+from .bounded_clustering import MAX_EMBEDDINGS, evenly_spaced
+from .campplus import CAMPPlusEmbedding
+from .records import SAMPLE_RATE
+from .shared_frames import shared_frame_embeddings
+
+
+class SharedFrameDiarization(SpeakerDiarization):
+    """pyannote's pipeline; speaker embeddings from CAM++ frames computed once per file."""
+
+    last_frames = None  # (channels, frames) of the last file embedded here; the caller takes and clears it
+
+    def get_embeddings(self, file, binary_segmentations, exclude_overlap: bool = False, hook=None):
+        if file.get("sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
+            return super().get_embeddings(file, binary_segmentations, exclude_overlap, hook)
+        embeddings, self.last_frames = shared_frame_embeddings(
+            self._embedding.model_,
+            file["waveform"],
+            binary_segmentations,
+            exclude_overlap,
+            self._embedding.min_num_samples,
+            hook,
+        )
+        return embeddings
+
+
+class _BoundedEmbeddings:
+    """``filter_embeddings`` keeps an evenly spaced (in time) subset of at most ``max_embeddings``; the clustering
+    then assigns every embedding, the skipped ones included, to the nearest centroid as it already does for the
+    ones pyannote leaves out."""
+
+    max_embeddings = MAX_EMBEDDINGS
+
+    def filter_embeddings(self, embeddings, segmentations=None, min_active_ratio: float = 0.2):
+        chosen, chunk_idx, speaker_idx = super().filter_embeddings(
+            embeddings, segmentations=segmentations, min_active_ratio=min_active_ratio
+        )
+        keep = evenly_spaced(len(chosen), self.max_embeddings)
+        if keep is None:
+            return chosen, chunk_idx, speaker_idx
+        return chosen[keep], chunk_idx[keep], speaker_idx[keep]
+
+
+class BoundedAgglomerativeClustering(_BoundedEmbeddings, AgglomerativeClustering):
+    pass
+
+
+class BoundedVBxClustering(_BoundedEmbeddings, VBxClustering):
+    pass
+
+
+_BOUNDED = {AgglomerativeClustering: BoundedAgglomerativeClustering, VBxClustering: BoundedVBxClustering}
+
+
+def supports_shared_frames(pipeline) -> bool:
+    embedding = getattr(pipeline, "_embedding", None)
+    return type(pipeline) in (SpeakerDiarization, SharedFrameDiarization) and isinstance(
+        getattr(embedding, "model_", None), CAMPPlusEmbedding
+    )
+
+
+def build(pipeline, shared_frames: bool = True, max_embeddings: int = MAX_EMBEDDINGS):
+    """The loaded pyannote ``pipeline`` as speakerscribe runs it (see the module docstring); returns it.
+    Pipelines of other classes are returned unchanged."""
+    if shared_frames and supports_shared_frames(pipeline):
+        pipeline.__class__ = SharedFrameDiarization
+    clustering = getattr(pipeline, "clustering", None)
+    bounded = _BOUNDED.get(type(clustering))
+    if bounded is not None:
+        clustering.__class__ = bounded
+    if isinstance(clustering, _BoundedEmbeddings):
+        clustering.max_embeddings = max_embeddings
+    return pipeline
