@@ -39,7 +39,7 @@ def diarize_audio(diarizer_inputs, diarization_pipeline, parameters) -> list[dic
     from speakerscribe.runtime import resolve_placement
 
     samples = np.asarray(diarizer_inputs, dtype=np.float32).reshape(-1)
-    diarizer = SpeakerDiarizer(diarization_pipeline, resolve_placement("cpu"))
+    diarizer = SpeakerDiarizer.from_pipeline(diarization_pipeline, resolve_placement("cpu"))
     speakers = SpeakerCounts(
         getattr(parameters, "num_speakers", None),
         getattr(parameters, "min_speakers", None),

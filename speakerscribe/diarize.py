@@ -20,8 +20,8 @@ logger = logging.getLogger(__name__)
 class SpeakerDiarizer:
     """A pyannote pipeline run on in-memory waveforms. Calls are serialised: pyannote pipelines keep per-call state.
 
-    :meth:`load` builds speakerscribe's pipeline (:mod:`speakerscribe.pyannote_pipeline`); the constructor also
-    takes any pyannote pipeline as it is (``shared_frames`` says whether it is a
+    :meth:`load` and :meth:`from_pipeline` build speakerscribe's pipeline (:mod:`speakerscribe.pyannote_pipeline`);
+    the constructor takes any pyannote pipeline as it is (``shared_frames`` says whether it is a
     :class:`~speakerscribe.pyannote_pipeline.SharedFrameDiarization`, which the second clustering pass needs)."""
 
     def __init__(
@@ -64,10 +64,24 @@ class SpeakerDiarizer:
                 f"could not load DIARIZATION_MODEL {model_id!r}: the Hub refused the download; gated models need "
                 "HF_TOKEN with access granted on the model page"
             )
+        pipeline.to(torch.device(placement.device))
+        return cls.from_pipeline(pipeline, placement, allow_tf32, shared_frames, recluster)
+
+    @classmethod
+    def from_pipeline(
+        cls,
+        pipeline,
+        placement: Placement,
+        allow_tf32: bool = True,
+        shared_frames: bool = True,
+        recluster: bool = True,
+    ) -> SpeakerDiarizer:
+        """A loaded pyannote pipeline made speakerscribe's (:func:`speakerscribe.pyannote_pipeline.build`: shared
+        frames where the embedding model is CAM++, bounded clustering), then wrapped."""
+        configure_pyannote_environment()
         from . import pyannote_pipeline  # imports pyannote.audio: after configure_pyannote_environment()
 
         pipeline = pyannote_pipeline.build(pipeline, shared_frames)
-        pipeline.to(torch.device(placement.device))
         uses_frames = isinstance(pipeline, pyannote_pipeline.SharedFrameDiarization)
         return cls(pipeline, placement, allow_tf32, uses_frames, recluster)
 
