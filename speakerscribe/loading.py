@@ -71,3 +71,28 @@ def load_transcriber(settings: ModelSettings, model_dir: str | None = None) -> T
     """Load what ``settings`` names and wrap it for requests."""
     models = load_models(settings, model_dir)
     return Transcriber(models, settings.max_audio_seconds, overlap=settings.overlap_diarization)
+
+
+def main() -> int:
+    """``python -m speakerscribe.loading``: load (and so download into the Hugging Face cache) the models the
+    environment names, then exit. The Dockerfile runs it to bake models into an image; it is also a start-up check."""
+    from .errors import ModelLoadError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        models = load_models(ModelSettings())
+    except (ModelLoadError, ValueError, RuntimeError) as exc:
+        logger.error("%s", exc)
+        return 1
+    logger.info(
+        "loaded: ASR on %s, draft model %s, diarization %s, VAD %s",
+        models.placement.device,
+        "yes" if models.asr.assistant is not None else "no",
+        "yes" if models.diarizer is not None else "no",
+        "yes" if models.vad is not None else "no",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
