@@ -32,7 +32,6 @@ import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -690,8 +689,3 @@ def _cut_loop(d: _Decoded) -> None:
 def _next(sorted_positions: list[int], pos: int) -> int:
     i = int(np.searchsorted(sorted_positions, pos, side="right"))
     return sorted_positions[i] if i < len(sorted_positions) else pos
-
-
-def looks_like_whisper_folder(path: str | Path) -> bool:
-    cfg = Path(path) / "config.json"
-    return cfg.is_file() and '"whisper"' in cfg.read_text(errors="ignore")

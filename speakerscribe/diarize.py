@@ -110,7 +110,7 @@ class SpeakerDiarizer:
                 )
                 frames = self.pipeline.last_frames if self.shared_frames else None
             finally:  # the file's CAM++ frames are large: never kept on the pipeline past the call
-                if self.shared_frames:
+                if getattr(self.pipeline, "last_frames", None) is not None:
                     self.pipeline.last_frames = None
             annotation = getattr(output, "speaker_diarization", output)
             exclusive = getattr(output, "exclusive_speaker_diarization", None)

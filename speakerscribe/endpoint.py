@@ -20,7 +20,8 @@ from .settings import ModelSettings, parse_parameters
 
 class EndpointHandler:
     """``EndpointHandler(path)`` reads its settings from the environment, as the Endpoints runtime builds it;
-    ``settings=ModelSettings(...)`` gives them directly (the CLI, tests, embedding applications)."""
+    ``settings=`` gives them directly: ``ModelSettings.given(...)`` (nothing read from the environment: tests,
+    applications) or ``ModelSettings(...)`` (the environment for what is not given)."""
 
     def __init__(self, path: str = "", settings: ModelSettings | None = None):
         self.settings = settings if settings is not None else ModelSettings()

@@ -1,8 +1,9 @@
 """Model loading: deployment settings -> loaded models -> a :class:`~speakerscribe.pipeline.Transcriber`.
 
-The settings are an argument: the endpoint reads them from the environment (``ModelSettings()``), the CLI and the
-tests build them directly (``ModelSettings(asr_model=..., diarization_model=...)``), and nothing here reads or
-writes ``os.environ`` (pyannote's telemetry switch aside, see :mod:`speakerscribe.runtime`).
+The settings are an argument: the endpoint reads them from the environment (``ModelSettings()``), the CLI overrides
+some of them (``ModelSettings(asr_model=...)``, the environment for the rest), the tests give them all
+(``ModelSettings.given(...)``, no environment), and nothing here reads or writes ``os.environ`` (pyannote's
+telemetry switch aside, see :mod:`speakerscribe.runtime`).
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ class Transcriber:
         seconds)`` is called as each step ends; ``progress(stage, done, total)`` as work advances."""
         warnings: list[str] = []
         cancel = cancel or CancelToken()
-        timer = StageTimer(cancel=cancel, cuda=self.models.placement.is_cuda, hook=hook)
+        timer = StageTimer(cancel=cancel, hook=hook)
 
         self.check(options)
         if waveform.duration > self.max_audio_seconds:
@@ -148,7 +148,9 @@ class Transcriber:
 
         future = None
         if diarizer is not None and windows:
-            future = self._pool.submit(self._diarize, waveform, options, timer.nested(cuda=False))
+            # its own dict (merged after the wait, so the keys keep the pipeline's order), the same cancel token
+            diarization_timer = StageTimer(cancel=cancel)
+            future = self._pool.submit(self._diarize, waveform, options, diarization_timer)
             if not self.overlap:  # sequential: diarization first, then ASR
                 future.result()
         with timer("asr"):
@@ -164,6 +166,7 @@ class Transcriber:
             report("diarize", 0, 1)
             with timer("diarization_wait"):
                 diarization, error = future.result()
+            timer.timings.update(diarization_timer.timings)
             report("diarize", 1, 1)
             if error:
                 warnings.append(f"diarization failed ({error}); the transcript is complete but has no speakers")
@@ -198,7 +201,8 @@ class Transcriber:
         while True:
             try:
                 attempt = DecodePlan(batch, plan.assisted, plan.word_timestamps)
-                return self.models.asr.transcribe(waveform, windows, options.asr, attempt, progress, timer.nested())
+                clock = timer.nested(cuda=self.models.placement.is_cuda)
+                return self.models.asr.transcribe(waveform, windows, options.asr, attempt, progress, clock)
             except oom as exc:
                 torch.cuda.empty_cache()
                 if batch == 1 or plan.assisted:

@@ -1,7 +1,7 @@
 """speakerscribe's diarization pipeline: pyannote's ``SpeakerDiarization`` with two of its steps replaced.
 
 This module imports pyannote.audio. Import it only after :func:`speakerscribe.runtime.configure_pyannote_environment`
-(:meth:`speakerscribe.diarize.SpeakerDiarizer.load` does).
+(:meth:`speakerscribe.diarize.SpeakerDiarizer.from_pipeline` does).
 
 Where CAM++ comes from
     ``Pipeline.from_pretrained(folder)`` builds a pipeline by itself: ``config.yaml`` names the pipeline class and
@@ -15,19 +15,20 @@ What :func:`build` changes
     two of them with a subclass defined here. Their hyper-parameters, ``isinstance`` checks and every method not
     named below stay pyannote's.
 
-    * ``SpeakerDiarization`` -> :class:`SharedFrameDiarization`, when the embedding model is
+    * ``SpeakerDiarization`` (exactly that class) -> :class:`SharedFrameDiarization`, when the embedding model is
       :class:`~speakerscribe.campplus.CAMPPlusEmbedding` and shared frames are on: ``get_embeddings`` pools frames
       computed once per file (:mod:`speakerscribe.shared_frames`) and keeps them in ``last_frames`` for the second
       clustering pass (:mod:`speakerscribe.recluster`).
-    * ``AgglomerativeClustering`` / ``VBxClustering`` -> :class:`BoundedAgglomerativeClustering` /
-      :class:`BoundedVBxClustering`: ``filter_embeddings`` keeps at most ``max_embeddings``
+    * the clustering (any of pyannote's ``BaseClustering`` classes) -> the same class with
+      :class:`BoundedEmbeddings` in front (:class:`BoundedAgglomerativeClustering` and :class:`BoundedVBxClustering`
+      for the two that pipelines use): ``filter_embeddings`` keeps at most ``max_embeddings``
       (:mod:`speakerscribe.bounded_clustering`), so a four-hour recording clusters in bounded memory.
 """
 
 from __future__ import annotations
 
 from pyannote.audio.pipelines import SpeakerDiarization
-from pyannote.audio.pipelines.clustering import AgglomerativeClustering, VBxClustering
+from pyannote.audio.pipelines.clustering import AgglomerativeClustering, BaseClustering, VBxClustering
 
 from .bounded_clustering import MAX_EMBEDDINGS, evenly_spaced
 from .campplus import CAMPPlusEmbedding
@@ -54,7 +55,7 @@ class SharedFrameDiarization(SpeakerDiarization):
         return embeddings
 
 
-class _BoundedEmbeddings:
+class BoundedEmbeddings:
     """``filter_embeddings`` keeps an evenly spaced (in time) subset of at most ``max_embeddings``; the clustering
     then assigns every embedding, the skipped ones included, to the nearest centroid as it already does for the
     ones pyannote leaves out."""
@@ -71,15 +72,25 @@ class _BoundedEmbeddings:
         return chosen[keep], chunk_idx[keep], speaker_idx[keep]
 
 
-class BoundedAgglomerativeClustering(_BoundedEmbeddings, AgglomerativeClustering):
+class BoundedAgglomerativeClustering(BoundedEmbeddings, AgglomerativeClustering):
     pass
 
 
-class BoundedVBxClustering(_BoundedEmbeddings, VBxClustering):
+class BoundedVBxClustering(BoundedEmbeddings, VBxClustering):
     pass
 
 
-_BOUNDED = {AgglomerativeClustering: BoundedAgglomerativeClustering, VBxClustering: BoundedVBxClustering}
+_BOUNDED: dict[type, type] = {
+    AgglomerativeClustering: BoundedAgglomerativeClustering,
+    VBxClustering: BoundedVBxClustering,
+}
+
+
+def bounded_class(cls: type) -> type:
+    """``cls`` (a pyannote clustering class) with :class:`BoundedEmbeddings` in front, made once per class."""
+    if cls not in _BOUNDED:
+        _BOUNDED[cls] = type(f"Bounded{cls.__name__}", (BoundedEmbeddings, cls), {})
+    return _BOUNDED[cls]
 
 
 def supports_shared_frames(pipeline) -> bool:
@@ -95,9 +106,8 @@ def build(pipeline, shared_frames: bool = True, max_embeddings: int = MAX_EMBEDD
     if shared_frames and supports_shared_frames(pipeline):
         pipeline.__class__ = SharedFrameDiarization
     clustering = getattr(pipeline, "clustering", None)
-    bounded = _BOUNDED.get(type(clustering))
-    if bounded is not None:
-        clustering.__class__ = bounded
-    if isinstance(clustering, _BoundedEmbeddings):
+    if isinstance(clustering, BaseClustering) and not isinstance(clustering, BoundedEmbeddings):
+        clustering.__class__ = bounded_class(type(clustering))
+    if isinstance(clustering, BoundedEmbeddings):
         clustering.max_embeddings = max_embeddings
     return pipeline

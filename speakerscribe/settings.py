@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import InputError, quote
 from .options import (
+    MAX_SPEAKERS,
     AsrOptions,
     AttributionOptions,
     InputOptions,
@@ -107,9 +108,9 @@ class InferenceConfig(BaseModel):
     language: str | None = Field(
         None, max_length=40, description="force a language (ISO-639-1 code or name); null detects"
     )
-    num_speakers: int | None = Field(None, description="exact speaker count (1 to 64); rules: options.SpeakerCounts")
-    min_speakers: int | None = Field(None, description="lower bound of the speaker count")
-    max_speakers: int | None = Field(None, description="upper bound of the speaker count")
+    num_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS, description="exact number of speakers")
+    min_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS, description="lower bound of the speaker count")
+    max_speakers: int | None = Field(None, ge=1, le=MAX_SPEAKERS, description="upper bound of the speaker count")
     return_timestamps: Literal["chunk", "word"] = Field("chunk", description="speaker attribution granularity")
     group_by_speaker: bool = Field(False, description="merge consecutive entries of one speaker")
     speaker_entries: Literal["split", "chunk"] = Field(

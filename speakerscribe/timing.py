@@ -3,8 +3,9 @@ checkpoint.
 
 The pipeline times its steps (``vad``, ``asr``, ``diarization``, ``diarization_wait``, ``merge``) and Whisper its
 sub-stages (``asr_features``, ``asr_encode``, ``asr_generate``, ``asr_score``, ``asr_language``) with the same
-timer; the response's ``timings`` is that dict. On CUDA the timer synchronises at the end of a stage, so kernel
-work is counted where it ran, not where the next synchronising call happens to wait for it.
+timer; the response's ``timings`` is that dict. With ``cuda`` (Whisper's sub-stages on a GPU) the timer
+synchronises at the end of a stage, so kernel work is counted where it ran; the pipeline's own steps do not
+synchronise (that would make CPU steps wait for other threads' kernels).
 """
 
 from __future__ import annotations
@@ -28,14 +29,12 @@ class StageTimer:
         if self.cancel is not None:
             self.cancel.check()
         t0 = time.perf_counter()
-        try:
-            yield
-            if self.cuda:
-                import torch
+        yield  # a stage that raises is not recorded
+        if self.cuda:
+            import torch
 
-                torch.cuda.synchronize()
-        finally:  # a stage that fails still took its time
-            self.add(name, time.perf_counter() - t0)
+            torch.cuda.synchronize()
+        self.add(name, time.perf_counter() - t0)
 
     def add(self, name: str, seconds: float) -> None:
         """Count ``seconds`` for ``name`` (work timed elsewhere, e.g. in another thread)."""

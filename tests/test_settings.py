@@ -109,3 +109,12 @@ def test_config_module_keeps_the_original_import_path():
     assert config.InferenceConfig is InferenceConfig and config.ModelSettings is ModelSettings
     # nothing is read from the environment at import time
     assert not hasattr(config, "model_settings")
+
+
+def test_every_field_error_is_reported_together_with_pydantics_words():
+    with pytest.raises(InputError) as err:
+        parse_parameters({"num_speakers": 0, "batch_size": 0, "max_speakers": 100})
+    message = str(err.value)
+    for name in ("num_speakers", "batch_size", "max_speakers"):
+        assert f"`{name}`" in message
+    assert "greater than or equal to 1" in message and "less than or equal to 64" in message

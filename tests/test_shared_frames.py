@@ -78,6 +78,13 @@ def test_clustering_links_at_most_max_embeddings_evenly_spaced(random_models):
     chosen, chunk_idx, speaker_idx = pipeline.clustering.filter_embeddings(embeddings, active)
     assert len(chosen) == 5 and np.all(np.diff(chunk_idx) >= 0)  # in time order
     np.testing.assert_array_equal(chosen, embeddings[chunk_idx, speaker_idx])
+    from pyannote.audio.pipelines.clustering import KMeansClustering
+
+    other = Pipeline.from_pretrained(random_models.pipeline)
+    other.clustering = KMeansClustering()
+    build(other, max_embeddings=5)
+    assert isinstance(other.clustering, KMeansClustering) and other.clustering.max_embeddings == 5
+    assert len(other.clustering.filter_embeddings(embeddings, active)[0]) == 5
     unbounded = build(Pipeline.from_pretrained(random_models.pipeline), max_embeddings=10_000)
     assert len(unbounded.clustering.filter_embeddings(embeddings, active)[0]) == 120
 
