@@ -188,3 +188,18 @@ def test_arguments_that_cannot_work_are_refused_before_any_call(api, args, messa
 def test_no_token_is_a_usage_error(api):
     proc = deploy(api, *REPO_ARGS, token=None)
     assert proc.returncode == 2 and "HF_TOKEN" in proc.stderr and api.requests == []
+
+
+def test_the_readmes_api_snippet_runs_as_written(api):
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("**Through the API yourself**") :]
+    snippet = section[section.index("```python\n") + 10 : section.index("```\n", section.index("```python"))]
+    prelude = (
+        f"from huggingface_hub import constants\nconstants.INFERENCE_ENDPOINTS_ENDPOINT = {api.base_url!r} + '/v2'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update(HF_ENDPOINT=api.base_url, HF_TOKEN=TOKEN)
+    proc = subprocess.run([sys.executable, "-c", prelude + snippet], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sent = [r for r in api.requests if r["method"] == "POST"][0]["json"]
+    assert sent["model"]["env"]["DIARIZATION_MODEL"] and sent["type"] == "authenticated"
