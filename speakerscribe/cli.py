@@ -53,7 +53,9 @@ def parameters_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m speakerscribe.cli", description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="+", type=Path, help="audio files (wav, flac, mp3, ogg, m4a, webm, ...)")
+    parser.add_argument(
+        "files", nargs="+", type=Path, help="audio files (wav, flac, mp3, ogg, m4a, webm, ...); folders with --endpoint"
+    )
     parser.add_argument("--format", "-f", choices=FILE_FORMATS, default="txt", help="output format (default: txt)")
     parser.add_argument(
         "--output-dir",
@@ -66,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--assistant-model", default=None, help="overrides ASSISTANT_MODEL")
     parser.add_argument("--diarization-model", default=None, help="overrides DIARIZATION_MODEL")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    remote = parser.add_argument_group(
+        "remote: send the files to deployed or local endpoints instead of loading models (speakerscribe.batch)"
+    )
+    remote.add_argument("--endpoint", action="append", default=[], metavar="URL", help="endpoint URL (repeatable)")
+    remote.add_argument("--token", default=None, help="bearer token (default: SPEAKERSCRIBE_TOKEN, then HF_TOKEN)")
+    remote.add_argument("--concurrency", type=int, default=None, help="files in flight (default: 2 per endpoint)")
+    remote.add_argument("--retries", type=int, default=5, help="attempts per file (default 5)")
+    remote.add_argument("--request-timeout", type=float, default=3600, help="seconds per request (default 3600)")
+    remote.add_argument("--overwrite", action="store_true", help="redo files whose output exists (default: skip)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log model loading and timings")
     add_parameter_flags(parser)
     return parser
@@ -106,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.endpoint:
+        return run_remote(args, options)
     missing = [str(f) for f in args.files if not f.is_file()]
     if missing:
         print(f"error: no such file: {', '.join(missing)}", file=sys.stderr)
@@ -150,6 +163,50 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"== {path}")
             sys.stdout.write(text)
     return status
+
+
+def run_remote(args: argparse.Namespace, options) -> int:
+    """``--endpoint``: the files and folders through remote endpoints, one output per file (see speakerscribe.batch)."""
+    from .batch import BatchClient, BatchError, ProgressLine, expand
+    from .response import result_from_response
+
+    if args.output_dir is None:
+        print("error: --endpoint writes one output per file: give --output-dir", file=sys.stderr)
+        return 2
+    if (args.concurrency is not None and args.concurrency < 1) or args.retries < 1:
+        print("error: --concurrency and --retries must be at least 1", file=sys.stderr)
+        return 2
+    words = options.attribution.show_words
+
+    def render_output(data, item) -> str:
+        if args.format == "json":
+            import json
+
+            return json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+        return render(result_from_response(data), args.format, words=words, uri=item.source.stem)
+
+    token = args.token or os.environ.get("SPEAKERSCRIBE_TOKEN") or os.environ.get("HF_TOKEN") or None
+    parameters = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in parameters_from_args(args).items()}
+    try:
+        items = expand(args.files, args.output_dir, args.format)
+        client = BatchClient(
+            args.endpoint, token, parameters, args.concurrency, args.retries, args.request_timeout, render_output
+        )
+        line = ProgressLine(not args.no_progress)
+        progress_seen = {}
+
+        def report(progress, outcome) -> None:
+            progress_seen["last"] = progress
+            line(progress, outcome)
+
+        outcomes = client.run(items, overwrite=args.overwrite, report=report)
+    except BatchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if "no such file" in str(exc) or "would both write" in str(exc) else 1
+    summary = progress_seen["last"].line() if progress_seen else "nothing to do"
+    per_endpoint = ", ".join(f"{e.url}: {e.done}" for e in client.endpoints)
+    line.close(f"{summary}; files per endpoint: {per_endpoint}")
+    return 1 if any(not o.ok for o in outcomes) else 0
 
 
 if __name__ == "__main__":

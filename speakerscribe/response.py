@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .records import Chunk, Result, Utterance, Word
+from .records import Chunk, Diarization, Result, SpeakerTurn, Transcript, Utterance, Word
 
 
 def _t(x: float) -> float:
@@ -48,3 +48,34 @@ def endpoint_response(result: Result, words: bool = False) -> dict[str, Any]:
         "warnings": list(result.warnings),
         "timings": {k: round(float(v), 4) for k, v in result.timings.items()},
     }
+
+
+def result_from_response(data: dict[str, Any]) -> Result:
+    """An endpoint's JSON answer back into a :class:`Result`, for rendering it in another format (the batch
+    client). The diarization turns are the ``speakers`` entries (overlapping turns are not in the answer)."""
+
+    def words(items) -> tuple[Word, ...]:
+        return tuple(Word(" " + w["word"], float(w["start"]), float(w["end"]), speaker=w.get("speaker")) for w in items)
+
+    def span(timestamp, fallback: float) -> tuple[float, float]:
+        start = float(timestamp[0] or 0.0)
+        end = float(timestamp[1]) if timestamp[1] is not None else max(start, fallback)
+        return start, end
+
+    duration = float(data.get("duration") or 0.0)
+    chunks = tuple(
+        Chunk(*span(c["timestamp"], duration), c["text"], words(c.get("words", ()))) for c in data.get("chunks", ())
+    )
+    utterances = tuple(
+        Utterance(u["speaker"], *span(u["timestamp"], duration), u["text"], words(u.get("words", ())))
+        for u in data.get("speakers", ())
+    )
+    turns = tuple(SpeakerTurn(u.start, u.end, u.speaker) for u in utterances)
+    return Result(
+        transcript=Transcript(chunks, data.get("language"), data.get("language_probability")),
+        duration=duration,
+        utterances=utterances,
+        diarization=Diarization(turns, turns) if turns else None,
+        warnings=tuple(data.get("warnings", ())),
+        timings=dict(data.get("timings", {})),
+    )

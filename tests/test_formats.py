@@ -105,3 +105,15 @@ def test_render_json_is_the_endpoint_response_and_unknown_format_fails():
     assert data["speakers"][0]["words"][0]["speaker"] == "SPEAKER_00"
     with pytest.raises(ValueError, match="docx"):
         render(result(), "docx")
+
+
+@pytest.mark.parametrize("diarized", [True, False])
+def test_an_endpoints_json_answer_renders_as_the_result_it_came_from(diarized):
+    from speakerscribe.formats import render
+    from speakerscribe.response import endpoint_response, result_from_response
+
+    original = result(diarized)
+    back = result_from_response(endpoint_response(original, words=True))
+    for fmt in ("txt", "srt", "vtt"):
+        assert render(back, fmt) == render(original, fmt), fmt
+    assert endpoint_response(back, words=True)["speakers"] == endpoint_response(original, words=True)["speakers"]
