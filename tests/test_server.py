@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,18 +34,24 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, env: dict[str, str], log: Path):
+    """A server process on a free loopback port. ``argv(port)`` gives another command than our server's (the
+    Endpoints runtime stand-in); ``drop`` names inherited environment variables to leave out."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        log: Path,
+        argv: Callable[[int], list[str]] | None = None,
+        cwd: Path = REPO,
+        drop: tuple[str, ...] = (),
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        environ = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "speakerscribe.server", "--port", str(self.port)],
-            cwd=REPO,
-            env=environ,
-            stdout=open(log, "w"),
-            stderr=subprocess.STDOUT,
-        )
+        environ = {k: v for k, v in os.environ.items() if k not in drop}
+        environ.update({**env, "PYTHONUNBUFFERED": "1"})
+        command = argv(self.port) if argv else [sys.executable, "-m", "speakerscribe.server", "--port", str(self.port)]
+        self.proc = subprocess.Popen(command, cwd=cwd, env=environ, stdout=open(log, "w"), stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         deadline = time.time() + timeout
