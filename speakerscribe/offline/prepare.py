@@ -201,8 +201,9 @@ def verify_whisper(folder: Path) -> dict:
     start = torch.tensor([[model.generation_config.decoder_start_token_id]])
     with torch.inference_mode():
         enc = model.model.encoder(feats)
-        logits = model(encoder_outputs=enc, decoder_input_ids=start).logits
-        draft_logits = draft(input_ids=start, encoder_outputs=enc.last_hidden_state).logits
+        # no cache: one step needs none, and transformers 4.56 fails on a draft model's default cache here
+        logits = model(encoder_outputs=enc, decoder_input_ids=start, use_cache=False).logits
+        draft_logits = draft(input_ids=start, encoder_outputs=enc.last_hidden_state, use_cache=False).logits
     if logits.shape[-1] != model.config.vocab_size or draft_logits.shape[-1] != model.config.vocab_size:
         raise PrepareError(
             f"{folder.name}: unexpected output shapes {tuple(logits.shape)}, {tuple(draft_logits.shape)}"

@@ -180,7 +180,7 @@ def save_whisper_folder(
         WhisperConfig,
         WhisperFeatureExtractor,
         WhisperForConditionalGeneration,
-        WhisperTokenizer,
+        WhisperTokenizerFast,
     )
 
     out = Path(out_dir)
@@ -203,7 +203,7 @@ def save_whisper_folder(
     hf_model.save_pretrained(out)
 
     full_tok = tokenizer_with_timestamps(tokenizer, config_fields["vocab_size"])
-    tok = WhisperTokenizer(
+    tok = WhisperTokenizerFast(  # the tokenizers-backed class in transformers 4 and 5 alike
         tokenizer_object=Tokenizer.from_str(json.dumps(full_tok)),
         unk_token="<|endoftext|>",
         bos_token="<|endoftext|>",

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The handler tests and the real-weight accuracy test on the lowest versions requirements.txt allows
+# (constraints-min.txt), in a virtual environment of their own (.venv-min). Needs the models and data that
+# scripts/setup.sh prepares. Also checks that installing requirements.txt over those versions installs nothing
+# (the Endpoints runtime does that install at every start: a range that pulled a newer torch would reinstall it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=.venv-min
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+stamp="$VENV/.deps-$(cat requirements.txt requirements-dev.txt constraints-min.txt | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "== installing the minimum versions into $VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt -c constraints-min.txt \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  rm -f "$VENV"/.deps-*; touch "$stamp"
+fi
+"$VENV/bin/python" -m pip list --disable-pip-version-check 2>/dev/null \
+  | grep -Ei "^(torch|torchaudio|torchcodec|transformers|pyannote.audio) " | sed 's/^/   /'
+echo "== pip install -r requirements.txt over them (dry run): nothing may be installed"
+plan=$("$VENV/bin/python" -m pip install --disable-pip-version-check --dry-run -r requirements.txt 2>&1 \
+  | grep -v "is ignored: it is neither a file nor a directory")
+if grep -q "Would install" <<<"$plan"; then
+  echo "$plan" | grep "Would install"
+  echo "FAILED: requirements.txt would change the installed packages" >&2
+  exit 1
+fi
+echo "   nothing to install"
+export PYANNOTE_METRICS_ENABLED=false HF_HUB_OFFLINE=1
+"$VENV/bin/python" -m pytest -p no:cacheprovider tests/test_handler.py tests/test_compat.py tests/test_real_speech.py "$@"
