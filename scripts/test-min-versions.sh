@@ -5,19 +5,9 @@
 # (the Endpoints runtime does that install at every start: a range that pulled a newer torch would reinstall it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
 VENV=.venv-min
-if [ ! -x "$VENV/bin/python" ]; then
-  "$PY" -m venv "$VENV"
-fi
-stamp="$VENV/.deps-$(cat requirements.txt requirements-dev.txt constraints-min.txt | sha256sum | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  echo "== installing the minimum versions into $VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt -c constraints-min.txt \
-    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-  rm -f "$VENV"/.deps-*; touch "$stamp"
-fi
+. scripts/venv.sh
+ensure_venv "$VENV" constraints-min.txt
 "$VENV/bin/python" -m pip list --disable-pip-version-check 2>/dev/null \
   | grep -Ei "^(torch|torchaudio|torchcodec|transformers|pyannote.audio) " | sed 's/^/   /'
 echo "== pip install -r requirements.txt over them (dry run): nothing may be installed"

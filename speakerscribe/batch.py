@@ -49,7 +49,11 @@ MAX_BACKOFF_S = 60.0
 
 
 class BatchError(Exception):
-    """The run cannot go on (bad token, nothing to do with the arguments given)."""
+    """The run cannot go on: the token was refused."""
+
+
+class InputsError(BatchError):
+    """The files and folders given cannot be run as asked (missing, or two writing one output)."""
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,11 @@ def expand(paths: list[Path], output_dir: Path, fmt: str) -> list[Item]:
         elif path.is_file():
             items.append(Item(path, output_dir / f"{path.stem}.{fmt}"))
         else:
-            raise BatchError(f"no such file or folder: {path}")
+            raise InputsError(f"no such file or folder: {path}")
     seen: dict[Path, Path] = {}
     for item in items:
         if item.output in seen:
-            raise BatchError(f"{seen[item.output]} and {item.source} would both write {item.output}")
+            raise InputsError(f"{seen[item.output]} and {item.source} would both write {item.output}")
         seen[item.output] = item.source
     return items
 
@@ -126,7 +130,7 @@ class BatchClient:
         render: Callable[[dict[str, Any], Item], str] | None = None,
     ):
         if not urls:
-            raise BatchError("no endpoint given")
+            raise InputsError("no endpoint given")
         self.endpoints = [Endpoint(u.rstrip("/")) for u in urls]
         self.token = token
         self.parameters = parameters or {}
@@ -214,8 +218,9 @@ class BatchClient:
         return Outcome(item, False, error=f"gave up after {self.retries} attempts; last: {last}", attempts=self.retries)
 
     # ---------------------------------------------------------------------------------------------- run
-    def run(self, items: list[Item], overwrite: bool = False, report=None) -> list[Outcome]:
-        """Every item done, skipped (output exists) or failed; ``report(progress, outcome | None)`` after each."""
+    def run(self, items: list[Item], overwrite: bool = False, report=None) -> tuple[list[Outcome], Progress]:
+        """Every item done, skipped (output exists) or failed; ``report(progress, outcome | None)`` after each.
+        Returns the outcomes of the items sent and the final progress."""
         progress = Progress(total=len(items))
         todo = []
         for item in items:
@@ -257,7 +262,7 @@ class BatchClient:
             t.join()
         if self._stop:
             raise BatchError(self._stop)
-        return outcomes
+        return outcomes, progress
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_remote(args: argparse.Namespace, options) -> int:
     """``--endpoint``: the files and folders through remote endpoints, one output per file (see speakerscribe.batch)."""
-    from .batch import BatchClient, BatchError, ProgressLine, expand
+    from .batch import BatchClient, BatchError, InputsError, ProgressLine, expand
     from .response import result_from_response
 
     if args.output_dir is None:
@@ -193,19 +193,15 @@ def run_remote(args: argparse.Namespace, options) -> int:
             args.endpoint, token, parameters, args.concurrency, args.retries, args.request_timeout, render_output
         )
         line = ProgressLine(not args.no_progress)
-        progress_seen = {}
-
-        def report(progress, outcome) -> None:
-            progress_seen["last"] = progress
-            line(progress, outcome)
-
-        outcomes = client.run(items, overwrite=args.overwrite, report=report)
+        outcomes, progress = client.run(items, overwrite=args.overwrite, report=line)
+    except InputsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except BatchError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2 if "no such file" in str(exc) or "would both write" in str(exc) else 1
-    summary = progress_seen["last"].line() if progress_seen else "nothing to do"
+        return 1
     per_endpoint = ", ".join(f"{e.url}: {e.done}" for e in client.endpoints)
-    line.close(f"{summary}; files per endpoint: {per_endpoint}")
+    line.close(f"{progress.line()}; files per endpoint: {per_endpoint}")
     return 1 if any(not o.ok for o in outcomes) else 0
 
 

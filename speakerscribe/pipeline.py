@@ -8,6 +8,7 @@ never costs the transcript: the result carries a warning instead of speakers.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -200,7 +201,7 @@ class Transcriber:
         batch = plan.batch_size
         while True:
             try:
-                attempt = DecodePlan(batch, plan.assisted, plan.word_timestamps)
+                attempt = dataclasses.replace(plan, batch_size=batch)
                 clock = timer.nested(cuda=self.models.placement.is_cuda)
                 return self.models.asr.transcribe(waveform, windows, options.asr, attempt, progress, clock)
             except oom as exc:

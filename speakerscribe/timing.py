@@ -34,15 +34,12 @@ class StageTimer:
             import torch
 
             torch.cuda.synchronize()
-        self.add(name, time.perf_counter() - t0)
-
-    def add(self, name: str, seconds: float) -> None:
-        """Count ``seconds`` for ``name`` (work timed elsewhere, e.g. in another thread)."""
+        seconds = time.perf_counter() - t0
         self.timings[name] = self.timings.get(name, 0.0) + seconds
         if self.hook is not None:
             self.hook(name, seconds)
 
-    def nested(self, cuda: bool | None = None) -> StageTimer:
-        """A timer into the same dict and checkpoint, without the hook: sub-stages of a hooked stage, or work in
-        another thread (``cuda=False`` there: a device-wide synchronise would wait for the other thread's work)."""
-        return StageTimer(self.timings, self.cancel, self.cuda if cuda is None else cuda)
+    def nested(self, cuda: bool) -> StageTimer:
+        """A timer into the same dict and checkpoint, without the hook (the sub-stages of a hooked stage); ``cuda``
+        synchronises the device as each sub-stage ends."""
+        return StageTimer(self.timings, self.cancel, cuda)

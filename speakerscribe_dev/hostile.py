@@ -56,15 +56,18 @@ def tone(seconds: float, rate: int, freq: float = 220.0) -> np.ndarray:
 
 
 def encode(samples: np.ndarray, container: str, codec: str, rate: int) -> bytes:
-    """Mono float32 samples -> a file, with PyAV's bundled encoders."""
+    """float32 samples in [-1, 1] at ``rate`` -> a file, with PyAV's bundled encoders (no system ffmpeg needed).
+    ``samples``: (samples,) for mono, or (channels, samples) with one or two channels."""
     import av
 
+    channels = samples[None, :] if samples.ndim == 1 else samples
+    layout = {1: "mono", 2: "stereo"}[channels.shape[0]]
     buf = io.BytesIO()
     with av.open(buf, "w", format=container) as out:
-        stream = out.add_stream(codec, rate=rate, layout="mono")
-        for i in range(0, samples.size, 1024):
+        stream = out.add_stream(codec, rate=rate, layout=layout)
+        for i in range(0, channels.shape[1], 1024):
             frame = av.AudioFrame.from_ndarray(
-                np.ascontiguousarray(samples[None, i : i + 1024]), format="fltp", layout="mono"
+                np.ascontiguousarray(channels[:, i : i + 1024]), format="fltp", layout=layout
             )
             frame.sample_rate = rate
             for packet in stream.encode(frame):

@@ -1,10 +1,12 @@
-"""Encode test signals into real containers with PyAV's bundled encoders (no system ffmpeg needed)."""
+"""Test signals, and real audio files of them (``encode``: the dev tooling's encoder, PyAV's bundled encoders)."""
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
+
+from speakerscribe_dev.hostile import encode
+
+__all__ = ["FORMATS", "dominant_frequency", "encode", "tone", "wav_bytes"]
 
 # (container format, codec, sample rate) for each format the service accepts
 FORMATS = {
@@ -21,26 +23,6 @@ FORMATS = {
 def tone(freq: float, seconds: float, rate: int, amplitude: float = 0.5) -> np.ndarray:
     t = np.arange(int(seconds * rate)) / rate
     return (amplitude * np.sin(2 * np.pi * freq * t)).astype(np.float32)
-
-
-def encode(channels: np.ndarray, container: str, codec: str, rate: int) -> bytes:
-    """channels: (n_channels, samples) float32 in [-1, 1] at ``rate``."""
-    import av
-
-    layout = {1: "mono", 2: "stereo"}[channels.shape[0]]
-    buf = io.BytesIO()
-    with av.open(buf, "w", format=container) as out:
-        stream = out.add_stream(codec, rate=rate, layout=layout)
-        for i in range(0, channels.shape[1], 1024):
-            frame = av.AudioFrame.from_ndarray(
-                np.ascontiguousarray(channels[:, i : i + 1024]), format="fltp", layout=layout
-            )
-            frame.sample_rate = rate
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return buf.getvalue()
 
 
 def wav_bytes(samples: np.ndarray, rate: int = 16000) -> bytes:
