@@ -388,6 +388,20 @@ def load_inputs(
     return decode_audio(audio_bytes_from_inputs(inputs), max_seconds, checkpoint)
 
 
+def load_reference(name: str, clip: str | bytes, max_seconds: float, checkpoint=None) -> DecodedAudio:
+    """A known speaker's reference clip (audio bytes, base64 or a data: URL) decoded as the main audio is, with the
+    same allow-lists; every error names the speaker and the clip."""
+    where = f"known speaker {name[:80]!r}: the reference clip"
+    try:
+        return decode_audio(audio_bytes_from_inputs(clip), max_seconds, checkpoint)
+    except AudioTooLongError:
+        raise InputError(
+            f"{where} is longer than {max_seconds:.0f} s; send 2-30 s of that person speaking alone"
+        ) from None
+    except InputError as exc:
+        raise InputError(f"{where}: {str(exc).replace('`inputs`', 'it')}") from None
+
+
 def _describe(exc: Exception) -> str:
     text = str(exc).strip() or type(exc).__name__
     text = re.sub(r"^\[Errno -?\d+\]\s*", "", text)

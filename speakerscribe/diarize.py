@@ -8,11 +8,13 @@ import threading
 import numpy as np
 
 from .errors import ModelLoadError, short_message
-from .options import SpeakerCounts
+from .options import KNOWN_SPEAKER_THRESHOLD, SpeakerCounts
 from .recluster import ReclusterOptions, recluster
-from .records import SAMPLE_RATE, Diarization, SpeakerTurn, Waveform
+from .records import SAMPLE_RATE, Diarization, SpeakerMatch, SpeakerTurn, Waveform
 from .runtime import Placement, configure_pyannote_environment, tf32_guard
 from .shared_frames import FRAME_HOP
+from .speaker_names import Reference, match_speakers, rename
+from .voiceprints import campplus_clip_embeddings, frame_speaker_embeddings, speaker_speech, waveform_embeddings
 
 logger = logging.getLogger(__name__)
 
@@ -90,14 +92,17 @@ class SpeakerDiarizer:
         waveform: Waveform,
         speakers: SpeakerCounts = SpeakerCounts(),
         checkpoint=None,
+        references: tuple[Reference, ...] = (),
+        threshold: float = KNOWN_SPEAKER_THRESHOLD,
     ) -> Diarization:
         """Speaker turns of ``waveform``, with as many speakers as ``speakers`` allows (checked when it was built).
         ``checkpoint()``, if given, is called after every batch of the pipeline's segmentation and embedding steps,
-        and may raise to stop the work there."""
+        and may raise to stop the work there. With ``references``, speakers matching a known person's clip carry
+        that person's name (:mod:`speakerscribe.speaker_names`); ``known`` says what became of each name."""
         import torch
 
         if waveform.samples.size == 0:
-            return Diarization(turns=(), exclusive=())
+            return Diarization((), (), tuple(SpeakerMatch(r.name, None, None) for r in references))
         audio = {
             "waveform": torch.from_numpy(np.ascontiguousarray(waveform.samples))[None],
             "sample_rate": waveform.sample_rate,
@@ -121,7 +126,50 @@ class SpeakerDiarizer:
             )
             if self.recluster and frames is not None and speakers.num is None and result.exclusive:
                 result = self._recluster(result, frames, speakers.min, speakers.max)
+            if references:
+                result = self._name(result, waveform, frames, references, threshold)
         return result
+
+    @property
+    def embedding_model(self):
+        """pyannote's speaker-embedding inference object of the pipeline, or None when it has none."""
+        return getattr(self.pipeline, "_embedding", None)
+
+    @property
+    def can_name(self) -> bool:
+        """Known speakers can be matched: the pipeline has a speaker-embedding model."""
+        return self.embedding_model is not None
+
+    def _name(self, result: Diarization, waveform: Waveform, frames, references, threshold: float) -> Diarization:
+        turns = result.exclusive or result.turns
+        labels = sorted({t.speaker for t in turns})
+        names = tuple(r.name for r in references)
+        if not labels:
+            return Diarization(result.turns, result.exclusive, match_speakers([], None, names, None, threshold)[1])
+        reference_embeddings, speaker_embeddings = self.embed(references, waveform, frames, turns, labels)
+        mapping, matches = match_speakers(labels, speaker_embeddings, names, reference_embeddings, threshold)
+        named = rename(result, mapping)
+        return Diarization(named.turns, named.exclusive, matches)
+
+    def embed(self, references, waveform: Waveform, frames, turns: tuple[SpeakerTurn, ...], labels: list[str]):
+        """(reference embeddings, speaker embeddings) from the pipeline's embedding model (see
+        :mod:`speakerscribe.voiceprints`)."""
+        from .campplus import CAMPPlusEmbedding  # imports pyannote.audio: loaded by now
+
+        embedding = self.embedding_model
+        model = getattr(embedding, "model_", None)
+        clips = [(r.waveform.samples, r.speech) for r in references]
+        if isinstance(model, CAMPPlusEmbedding):
+            if frames is not None:
+                refs = campplus_clip_embeddings(model, clips)
+                pool = model.campplus.pool
+                return refs, frame_speaker_embeddings(pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
+            pieces = [(speaker_speech(waveform.samples, turns, label), ()) for label in labels]
+            both = campplus_clip_embeddings(model, clips + pieces)
+        else:
+            pieces = [(speaker_speech(waveform.samples, turns, label), ()) for label in labels]
+            both = waveform_embeddings(embedding, clips + pieces)
+        return both[: len(clips)], both[len(clips) :]
 
     def _recluster(self, result: Diarization, frames, lo: int | None, hi: int | None) -> Diarization:
         """The second clustering pass; pyannote's labels stay when it breaks a requested speaker range."""

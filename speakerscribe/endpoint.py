@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .audio import load_inputs
+from .audio import load_inputs, load_reference
 from .cancel import CancelToken
 from .errors import InputError, quote
 from .loading import load_transcriber
@@ -16,6 +16,7 @@ from .options import RequestOptions
 from .records import Result
 from .response import endpoint_response
 from .settings import ModelSettings, parse_parameters
+from .speaker_names import MAX_REFERENCE_SECONDS, Reference
 
 
 class EndpointHandler:
@@ -63,12 +64,13 @@ class EndpointHandler:
         checkpoint = cancel.check if cancel is not None else None
         if checkpoint is not None:
             checkpoint()  # the deadline may have passed while the request was queued
+        references, reference_warnings = self.references(options, checkpoint)
         audio = load_inputs(inputs, options.input.sampling_rate, self.transcriber.max_audio_seconds, checkpoint)
         del inputs
-        result = self.transcriber.run(audio.waveform, options, cancel=cancel)
+        result = self.transcriber.run(audio.waveform, options, cancel=cancel, references=references)
         native_rate = audio.native_rate
-        if audio.warnings:
-            result = dataclasses.replace(result, warnings=(*audio.warnings, *result.warnings))
+        if audio.warnings or reference_warnings:
+            result = dataclasses.replace(result, warnings=(*audio.warnings, *reference_warnings, *result.warnings))
         requested = options.input
         if requested.sampling_rate_given and not samples_sent and requested.sampling_rate != native_rate:
             note = (
@@ -77,6 +79,19 @@ class EndpointHandler:
             )
             result = dataclasses.replace(result, warnings=(*result.warnings, note))
         return result, options
+
+    def references(self, options: RequestOptions, checkpoint=None) -> tuple[tuple[Reference, ...], list[str]]:
+        """The request's known-speaker clips decoded (before the main audio: a bad clip fails fast) and checked;
+        with the decoding warnings, each naming its clip."""
+        known = options.known
+        if not known:
+            return (), []
+        clips, warnings = [], []
+        for name, clip in zip(known.names, known.clips):
+            decoded = load_reference(name, clip, MAX_REFERENCE_SECONDS, checkpoint)
+            clips.append((name, decoded.waveform))
+            warnings.extend(f"known speaker {name[:80]!r}, reference clip: {w}" for w in decoded.warnings)
+        return self.transcriber.references(clips), warnings
 
     def __call__(self, data: dict[str, Any]) -> dict[str, Any]:
         result, options = self.process(data)

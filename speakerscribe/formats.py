@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .records import Result, Utterance
-from .response import endpoint_response
+from .response import endpoint_response, known_json
 from .whisper_tokens import compression_ratio
 
 
@@ -59,18 +59,23 @@ def to_vtt(result: Result) -> str:
     for u in entries(result):
         body = _vtt_escape(u.text.strip())
         if u.speaker:
-            body = f"<v {u.speaker}>{body}"
+            body = f"<v {_vtt_escape(u.speaker)}>{body}"
         out += [f"{clock(u.start)} --> {clock(u.end)}", body, ""]
     return "\n".join(out)
 
 
+def _rttm_field(text: str) -> str:
+    """RTTM fields are separated by spaces: a name's spaces become underscores ("Ada Lovelace" -> Ada_Lovelace)."""
+    return "".join(ch if not ch.isspace() else "_" for ch in text)
+
+
 def to_rttm(result: Result, uri: str = "audio") -> str:
     """NIST RTTM of the diarization turns (overlaps included); empty when nothing was diarized."""
-    uri = "".join(ch if not ch.isspace() else "_" for ch in uri) or "audio"
+    uri = _rttm_field(uri) or "audio"
     if result.diarization is None:
         return ""
     return "".join(
-        f"SPEAKER {uri} 1 {t.start:.3f} {t.end - t.start:.3f} <NA> <NA> {t.speaker} <NA> <NA>\n"
+        f"SPEAKER {uri} 1 {t.start:.3f} {t.end - t.start:.3f} <NA> <NA> {_rttm_field(t.speaker)} <NA> <NA>\n"
         for t in result.diarization.turns
     )
 
@@ -118,6 +123,8 @@ def to_openai_verbose(result: Result, words: bool, segments: bool = True, temper
 
 
 def to_openai_diarized(result: Result) -> dict[str, Any]:
+    """OpenAI's diarized_json; ``known_speakers`` (ours) when the request named people."""
+    known = known_json(result)
     return {
         "task": "transcribe",
         "duration": round(result.duration, 3),
@@ -133,7 +140,7 @@ def to_openai_diarized(result: Result) -> dict[str, Any]:
             }
             for i, u in enumerate(entries(result))
         ],
-    }
+    } | ({"known_speakers": known} if known else {})
 
 
 FILE_FORMATS = ("json", "txt", "srt", "vtt", "rttm")

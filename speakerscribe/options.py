@@ -10,6 +10,9 @@ Request parameter -> record field -> where it acts:
   ``asr.WhisperEngine.transcribe`` (batch size and ``assisted: "auto"`` resolved per run into an
   ``asr.DecodePlan`` by ``pipeline.Transcriber.run``)
 * ``num_speakers``, ``min_speakers``, ``max_speakers`` -> ``SpeakerCounts`` -> ``diarize.SpeakerDiarizer.__call__``
+* ``known_speakers`` (or ``known_speaker_names`` + ``known_speaker_references``), ``known_speaker_threshold`` ->
+  ``KnownSpeakers`` -> decoded by ``endpoint.EndpointHandler.process``, checked by ``pipeline.Transcriber.references``,
+  matched by ``diarize.SpeakerDiarizer.__call__``
 * ``speaker_entries``, ``group_by_speaker``, ``return_timestamps`` -> ``AttributionOptions`` ->
   ``pipeline.Transcriber.attribute``; ``show_words`` also ``response.endpoint_response`` and ``formats``
 
@@ -24,6 +27,7 @@ from typing import Literal
 from .errors import InputError, quote
 
 MAX_SPEAKERS = 64
+KNOWN_SPEAKER_THRESHOLD = 0.35  # calibrated on AMI train + development: benchmarks/calibrate_naming.py
 FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)
 
 
@@ -122,6 +126,20 @@ class AttributionOptions:
 
 
 @dataclass(frozen=True)
+class KnownSpeakers:
+    """People known to be in the recording: names (checked) and their reference clips as sent (audio bytes, or
+    base64 / data-URL text), decoded at the edge like the main audio. ``threshold``: the least cosine similarity
+    for a diarized speaker to take a name."""
+
+    names: tuple[str, ...] = ()
+    clips: tuple[str | bytes, ...] = ()
+    threshold: float = KNOWN_SPEAKER_THRESHOLD
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+
+@dataclass(frozen=True)
 class RequestOptions:
     """Everything one request asks, per stage."""
 
@@ -131,3 +149,4 @@ class RequestOptions:
     asr: AsrOptions = field(default_factory=AsrOptions)
     speakers: SpeakerCounts = field(default_factory=SpeakerCounts)
     attribution: AttributionOptions = field(default_factory=AttributionOptions)
+    known: KnownSpeakers = field(default_factory=KnownSpeakers)

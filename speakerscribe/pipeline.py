@@ -22,6 +22,7 @@ from .merge import attribute_chunks, attribute_words, group_by_speaker, widen_to
 from .options import AttributionOptions, RequestOptions, SpeechOptions, VadOptions
 from .records import Chunk, Diarization, Result, Span, SpeakerTurn, Transcript, Utterance, Waveform
 from .runtime import Placement
+from .speaker_names import MIN_REFERENCE_SPEECH_S, Reference
 from .timing import StageHook, StageTimer
 from .vad import SileroVAD, speech_regions
 from .windows import plan_windows
@@ -66,8 +67,29 @@ class Transcriber:
 
     # ------------------------------------------------------------------------------------------------ steps
     def check(self, options: RequestOptions) -> None:
-        """The request's options against what is loaded (language, task, draft model); InputError otherwise."""
+        """The request's options against what is loaded (language, task, draft model, a diarizer for known
+        speakers); InputError otherwise."""
         self.models.asr.validate(options.asr)
+        if options.known and (self.models.diarizer is None or not self.models.diarizer.can_name):
+            raise InputError(
+                "known speakers need a diarization model with a speaker-embedding model; this deployment has none "
+                "(set DIARIZATION_MODEL)"
+            )
+
+    def references(self, clips: list[tuple[str, Waveform]]) -> tuple[Reference, ...]:
+        """Decoded reference clips -> references with their speech regions (the VAD's, when the deployment has
+        one); InputError naming the clip when it holds less than MIN_REFERENCE_SPEECH_S of speech."""
+        out = []
+        for name, waveform in clips:
+            speech = tuple(self.speech(waveform, SpeechOptions()))
+            seconds = sum(s.end - s.start for s in speech)
+            if seconds < MIN_REFERENCE_SPEECH_S:
+                raise InputError(
+                    f"known speaker {name[:80]!r}: the reference clip has {seconds:.1f} s of speech; at least "
+                    f"{MIN_REFERENCE_SPEECH_S:.0f} s of that person speaking alone is needed (2-30 s works best)"
+                )
+            out.append(Reference(name, waveform, speech))
+        return tuple(out)
 
     def plan(self, options: RequestOptions, windows: list[Span]) -> DecodePlan:
         """How Whisper runs for this request.
@@ -114,10 +136,12 @@ class Transcriber:
         hook: StageHook | None = None,
         progress: ProgressHook | None = None,
         cancel: CancelToken | None = None,
+        references: tuple[Reference, ...] = (),
     ) -> Result:
-        """The whole job. ``cancel`` is checked at every step, Whisper sub-stage and diarizer batch; when it fires
-        the work stops there with RequestCancelled (diarization running alongside stops too). ``hook(stage,
-        seconds)`` is called as each step ends; ``progress(stage, done, total)`` as work advances."""
+        """The whole job; ``references`` (from :meth:`references`) name the speakers they match. ``cancel`` is
+        checked at every step, Whisper sub-stage and diarizer batch; when it fires the work stops there with
+        RequestCancelled (diarization running alongside stops too). ``hook(stage, seconds)`` is called as each step
+        ends; ``progress(stage, done, total)`` as work advances."""
         warnings: list[str] = []
         cancel = cancel or CancelToken()
         timer = StageTimer(cancel=cancel, hook=hook)
@@ -151,7 +175,7 @@ class Transcriber:
         if diarizer is not None and windows:
             # its own dict (merged after the wait, so the keys keep the pipeline's order), the same cancel token
             diarization_timer = StageTimer(cancel=cancel)
-            future = self._pool.submit(self._diarize, waveform, options, diarization_timer)
+            future = self._pool.submit(self._diarize, waveform, options, diarization_timer, references)
             if not self.overlap:  # sequential: diarization first, then ASR
                 future.result()
         with timer("asr"):
@@ -215,12 +239,19 @@ class Transcriber:
                 logger.warning("out of memory; retrying with batch_size=%d", batch)
 
     def _diarize(
-        self, waveform: Waveform, options: RequestOptions, timer: StageTimer
+        self, waveform: Waveform, options: RequestOptions, timer: StageTimer, references: tuple[Reference, ...]
     ) -> tuple[Diarization | None, str | None]:
         """Runs in the worker thread: (turns, None), or (None, reason) when diarization fails."""
         try:
             with timer("diarization"):
-                return self.models.diarizer(waveform, options.speakers, checkpoint=timer.cancel.check), None
+                diarization = self.models.diarizer(
+                    waveform,
+                    options.speakers,
+                    checkpoint=timer.cancel.check,
+                    references=references,
+                    threshold=options.known.threshold,
+                )
+                return diarization, None
         except RequestCancelled:
             raise
         except Exception as exc:  # reported in the response; the transcript must survive

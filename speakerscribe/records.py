@@ -81,11 +81,28 @@ class Transcript:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeakerMatch:
+    """What became of one name: the diarized label it replaced (None when no speaker matched it) and the cosine
+    similarity of that pair, or of the name's most similar speaker when it was not assigned (None when the
+    recording has no speaker at all)."""
+
+    name: str
+    speaker: str | None
+    similarity: float | None
+
+    @property
+    def found(self) -> bool:
+        return self.speaker is not None
+
+
+@dataclass(frozen=True, slots=True)
 class Diarization:
-    """Speaker turns; ``exclusive`` has no overlapping turns (one speaker at a time), ``turns`` may overlap."""
+    """Speaker turns; ``exclusive`` has no overlapping turns (one speaker at a time), ``turns`` may overlap.
+    ``known``: what became of each known speaker the request named (see :mod:`speakerscribe.speaker_names`)."""
 
     turns: tuple[SpeakerTurn, ...]
     exclusive: tuple[SpeakerTurn, ...]
+    known: tuple[SpeakerMatch, ...] = ()
 
     @property
     def speakers(self) -> tuple[str, ...]:

@@ -35,9 +35,16 @@ def utterance_json(u: Utterance, words: bool) -> dict[str, Any]:
     return out
 
 
+def known_json(result: Result) -> list[dict[str, Any]]:
+    """What became of each known speaker: found or not, the diarizer label the name replaced, the similarity."""
+    known = result.diarization.known if result.diarization is not None else ()
+    return [{"name": m.name, "found": m.found, "label": m.speaker, "similarity": m.similarity} for m in known]
+
+
 def endpoint_response(result: Result, words: bool = False) -> dict[str, Any]:
     transcript = result.transcript
     lp = transcript.language_probability
+    known = known_json(result)
     return {
         "speakers": [utterance_json(u, words) for u in result.utterances],
         "chunks": [chunk_json(c, words) for c in transcript.chunks],
@@ -47,7 +54,7 @@ def endpoint_response(result: Result, words: bool = False) -> dict[str, Any]:
         "duration": _t(result.duration),
         "warnings": list(result.warnings),
         "timings": {k: round(float(v), 4) for k, v in result.timings.items()},
-    }
+    } | ({"known_speakers": known} if known else {})
 
 
 def result_from_response(data: dict[str, Any]) -> Result:

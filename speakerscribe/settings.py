@@ -14,15 +14,18 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import InputError, quote
 from .options import (
+    KNOWN_SPEAKER_THRESHOLD,
     MAX_SPEAKERS,
     AsrOptions,
     AttributionOptions,
     InputOptions,
+    KnownSpeakers,
     RequestOptions,
     SpeakerCounts,
     SpeechOptions,
     WindowOptions,
 )
+from .speaker_names import MAX_KNOWN_SPEAKERS, check_names
 
 DEFAULT_ASR_MODEL = "openai/whisper-large-v3"
 MIN_CHUNK_LENGTH_S = 1.0  # shorter windows give Whisper too little context and the request thousands of windows
@@ -121,6 +124,23 @@ class InferenceConfig(BaseModel):
     vad_filter: bool = Field(True, description="skip non-speech audio (when the deployment has a VAD)")
     prompt: str | None = Field(None, max_length=4000, description="text that conditions decoding (names, style)")
     temperature: float = Field(0.0, ge=0.0, le=1.0, description="0 decodes greedily; above 0 samples")
+    known_speakers: dict[str, str] | None = Field(
+        None,
+        description="people known to be in the recording, {name: reference clip}: each clip 1-60 s of that person "
+        "alone, as base64 audio or a data: URL; matching speakers carry the name instead of SPEAKER_NN",
+    )
+    known_speaker_names: list[str] | None = Field(
+        None, max_length=MAX_KNOWN_SPEAKERS, description="the same as two lists (OpenAI's form): names ..."
+    )
+    known_speaker_references: list[str] | None = Field(
+        None, max_length=MAX_KNOWN_SPEAKERS, description="... and their reference clips, in the same order"
+    )
+    known_speaker_threshold: float = Field(
+        KNOWN_SPEAKER_THRESHOLD,
+        ge=-1.0,
+        le=1.0,
+        description="least cosine similarity between a speaker and a reference for the name to be given",
+    )
 
     @field_validator("return_timestamps", mode="before")
     @classmethod
@@ -142,6 +162,7 @@ class InferenceConfig(BaseModel):
     def _speakers(self) -> InferenceConfig:
         try:
             self.speaker_counts()
+            self.known()
         except InputError as exc:
             raise ValueError(str(exc)) from None
         if self.assisted is True and self.batch_size != 1 and "batch_size" in self.model_fields_set:
@@ -157,6 +178,30 @@ class InferenceConfig(BaseModel):
 
     def speaker_counts(self) -> SpeakerCounts:
         return SpeakerCounts(self.num_speakers, self.min_speakers, self.max_speakers)
+
+    def known(self) -> KnownSpeakers:
+        """The known speakers from either form; InputError when the forms are mixed or do not pair up."""
+        lists = self.known_speaker_names is not None or self.known_speaker_references is not None
+        if self.known_speakers is not None and lists:
+            raise InputError(
+                "send `known_speakers` ({name: clip}) or `known_speaker_names` + `known_speaker_references`, not both"
+            )
+        if self.known_speakers is not None:
+            names, clips = list(self.known_speakers), list(self.known_speakers.values())
+            where = "`known_speakers`"
+        else:
+            names, clips = list(self.known_speaker_names or ()), list(self.known_speaker_references or ())
+            where = "`known_speaker_names`"
+            if len(names) != len(clips):
+                raise InputError(
+                    f"`known_speaker_names` has {len(names)} name(s) but `known_speaker_references` has "
+                    f"{len(clips)} clip(s); send one reference clip per name, in the same order"
+                )
+        checked = check_names(names, where)
+        for name, clip in zip(checked, clips):
+            if not clip.strip():
+                raise InputError(f"known speaker {quote(name, 80)}: the reference clip is empty")
+        return KnownSpeakers(checked, tuple(clips), self.known_speaker_threshold)
 
     def to_options(self) -> RequestOptions:
         """The request, per stage: the one place a request's parameters are translated (see
@@ -177,6 +222,7 @@ class InferenceConfig(BaseModel):
             attribution=AttributionOptions(
                 entries=self.speaker_entries, group_by_speaker=self.group_by_speaker, show_words=self.word_timestamps
             ),
+            known=self.known(),
         )
 
 

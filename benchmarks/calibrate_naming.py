@@ -1,0 +1,149 @@
+"""Calibrate and measure known-speaker naming on real meetings (the AMI excerpts of pyannote.audio's sdist).
+
+    .venv/bin/python benchmarks/calibrate_naming.py [--data data/ami] [--models models] [--clip-s 10]
+
+The participants do not recur across splits: train meetings share people among themselves (trn00/01/03,
+trn01/02, trn06/09, trn07/08), the two development excerpts share MEE009 and MEE012, the two test excerpts share
+FEO070, FEO072, MEE071 and MEE073. So each case takes reference clips (``--clip-s`` seconds of a person speaking
+alone, cut from the reference turns) from one excerpt and names the speakers of another excerpt of the same split.
+Every person of the source excerpt gets a reference, so people absent from the target are there too; development
+and test cases add two distractors from train meetings (a woman and a man nobody in those splits is).
+
+The threshold is chosen on train + development (the tuning splits; test is never tuned on): the one scoring the most
+right-named speech time less wrong-named and absent-named time, the middle of the range when several tie; every
+split is then scored at that threshold. "oracle" is what the same diarization scores when each known person is
+given to the output speaker that overlaps them most (a one-to-one assignment on the truth): the ceiling that the
+diarizer's own errors leave to naming. Each target is diarized once with
+every pair assigned (threshold -1), and lower-similarity pairs are un-named per candidate threshold, which is exact
+because the one-to-one assignment does not depend on the threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+THRESHOLDS = tuple(round(0.05 * k, 2) for k in range(0, 17))  # 0.00 .. 0.80
+DISTRACTORS = (("trn07", "FEE087"), ("trn07", "MEE089"))
+
+
+def cases(recordings: dict, split: str) -> list[tuple[str, str]]:
+    """(source, target) pairs of ``split`` sharing at least one person."""
+    uris = [u for u, r in recordings.items() if r.split == split]
+    return [(s, t) for s in uris for t in uris if s != t and set(recordings[s].speakers) & set(recordings[t].speakers)]
+
+
+def references(recordings, audio, uri: str, clip_s: float, extra=()) -> list:
+    from speakerscribe.records import Waveform
+    from speakerscribe.speaker_names import Reference
+    from speakerscribe_dev.naming import reference_clip
+
+    out = []
+    for source, person in [(uri, p) for p in recordings[uri].speakers] + list(extra):
+        clip = reference_clip(audio[source], recordings[source].turns, person, clip_s)
+        if len(clip) >= 2 * 16000:  # people who never speak alone for 2 s get no clip (a user would have none)
+            out.append(Reference(person, Waveform(clip), ()))
+    return out
+
+
+def revert(turns, known, threshold: float):
+    """The output with names whose similarity is under ``threshold`` turned back into their diarizer labels."""
+    from speakerscribe.records import SpeakerTurn
+
+    back = {m.name: m.speaker for m in known if m.speaker is not None and m.similarity < threshold}
+    return tuple(SpeakerTurn(t.start, t.end, back.get(t.speaker, t.speaker)) for t in turns)
+
+
+def oracle(turns, truth, names):
+    """``turns`` with each known name given to the output label overlapping that person most (one-to-one)."""
+    import numpy as np
+    from scipy.optimize import linear_sum_assignment
+
+    from speakerscribe.records import SpeakerTurn
+
+    labels = sorted({t.speaker for t in turns})
+    people = sorted(names & {t.speaker for t in truth})
+    if not labels or not people:
+        return turns
+    overlap = np.zeros((len(labels), len(people)))
+    for o in turns:
+        for g in truth:
+            if g.speaker in people:
+                shared = max(0.0, min(o.end, g.end) - max(o.start, g.start))
+                overlap[labels.index(o.speaker), people.index(g.speaker)] += shared
+    rows, cols = linear_sum_assignment(overlap, maximize=True)
+    mapping = {labels[r]: people[c] for r, c in zip(rows, cols) if overlap[r, c] > 0}
+    return tuple(SpeakerTurn(t.start, t.end, mapping.get(t.speaker, t.speaker)) for t in turns)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=REPO / "data/ami")
+    parser.add_argument("--models", type=Path, default=REPO / "models")
+    parser.add_argument("--clip-s", type=float, default=10.0)
+    args = parser.parse_args(argv)
+
+    from speakerscribe.audio import decode_audio
+    from speakerscribe.diarize import SpeakerDiarizer
+    from speakerscribe.runtime import resolve_placement
+    from speakerscribe_dev.ami import load
+    from speakerscribe_dev.naming import score_naming
+
+    recordings = {r.uri: r for r in load(args.data)}
+    audio = {u: decode_audio(r.wav.read_bytes()).waveform.samples for u, r in recordings.items()}
+    diarizer = SpeakerDiarizer.load(str(args.models / "diarization"), resolve_placement("cpu", "auto", "auto"))
+
+    runs = {}
+    for split in ("train", "development", "test"):
+        extra = () if split == "train" else DISTRACTORS
+        for source, target in cases(recordings, split):
+            refs = references(recordings, audio, source, args.clip_s, extra)
+            from speakerscribe.records import Waveform
+
+            result = diarizer(Waveform(audio[target]), references=tuple(refs), threshold=-1.0)
+            runs[(split, source, target)] = (result, {r.name for r in refs})
+            sims = {m.name: (m.speaker, m.similarity) for m in result.known}
+            print(f"{split:11s} {source}->{target} present={recordings[target].speakers} {json.dumps(sims)}")
+
+    def totals(splits: tuple[str, ...], threshold: float, ceiling: bool = False) -> dict:
+        sums = dict(speech=0.0, right=0.0, wrong=0.0, unnamed=0.0, intruded=0.0)
+        for (s, _, target), (result, names) in runs.items():
+            if s not in splits:
+                continue
+            named = revert(result.exclusive or result.turns, result.known, threshold)
+            if ceiling:
+                named = oracle(revert(named, result.known, 2.0), recordings[target].turns, names)
+            score = score_naming(recordings[target].turns, named, names, recordings[target].uem)
+            for k in sums:
+                sums[k] += getattr(score, k)
+        right_named = sums["right"] + sums["wrong"]
+        return {
+            "right_share": round(sums["right"] / sums["speech"], 4) if sums["speech"] else None,
+            "named_precision": round(sums["right"] / right_named, 4) if right_named else None,
+            "wrong_s": round(sums["wrong"], 2),
+            "absent_named_s": round(sums["intruded"], 2),
+            "speech_s": round(sums["speech"], 1),
+        }
+
+    tuning = ("train", "development")
+    print("\nthreshold sweep (train + development):")
+    table = {t: totals(tuning, t) for t in THRESHOLDS}
+    for t, row in table.items():
+        print(f"  {t:.2f} {json.dumps(row)}")
+    value = {t: r["right_share"] * r["speech_s"] - r["wrong_s"] - r["absent_named_s"] for t, r in table.items()}
+    best = [t for t in THRESHOLDS if value[t] >= max(value.values()) - 1e-9]
+    chosen = best[len(best) // 2]
+    print(f"\nchosen threshold: {chosen:.2f} (best range {best[0]:.2f}-{best[-1]:.2f})")
+    for split in ("train", "development", "test"):
+        print(f"  {split:11s} {json.dumps(totals((split,), chosen))}")
+        print(f"  {'':11s} oracle {json.dumps(totals((split,), chosen, ceiling=True))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
