@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 THRESHOLDS = tuple(round(0.05 * k, 2) for k in range(0, 17))  # 0.00 .. 0.80
-DISTRACTORS = (("trn07", "FEE087"), ("trn07", "MEE089"))
+DISTRACTORS = (("trn05", "FEE078"), ("trn04", "MEE075"))  # the woman and the man of train who speak alone longest
 
 
 def cases(recordings: dict, split: str) -> list[tuple[str, str]]:

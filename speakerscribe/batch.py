@@ -21,6 +21,7 @@ line shows files done, audio hours done and the throughput in audio seconds per 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -128,12 +129,16 @@ class BatchClient:
         retries: int = 5,
         timeout_s: float = 3600.0,
         render: Callable[[dict[str, Any], Item], str] | None = None,
+        known_speakers: dict[str, str] | None = None,
     ):
         if not urls:
             raise InputsError("no endpoint given")
         self.endpoints = [Endpoint(u.rstrip("/")) for u in urls]
         self.token = token
         self.parameters = parameters or {}
+        # {name: base64 clip}: requests then go as JSON ({"inputs": <base64>, "parameters": {...}}), which can
+        # carry the clips that a query string cannot
+        self.known_speakers = known_speakers or {}
         self.concurrency = concurrency or 2 * len(self.endpoints)
         self.retries = retries
         self.timeout_s = timeout_s
@@ -173,6 +178,14 @@ class BatchClient:
 
         body = item.source.read_bytes()
         headers = {"Content-Type": CONTENT_TYPES.get(item.source.suffix.lower(), "audio/x-audio")}
+        params: dict[str, str] | None = self.parameters
+        if self.known_speakers:
+            request = {
+                "inputs": base64.b64encode(body).decode("ascii"),
+                "parameters": {**self.parameters, "known_speakers": self.known_speakers},
+            }
+            body, params = json.dumps(request).encode(), None
+            headers["Content-Type"] = "application/json"
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         last = ""
@@ -181,7 +194,7 @@ class BatchClient:
             try:
                 response = requests.post(
                     f"{endpoint.url}/predict",
-                    params=self.parameters,
+                    params=params,
                     data=body,
                     headers=headers,
                     timeout=(10, self.timeout_s),

@@ -23,6 +23,8 @@ from .formats import FILE_FORMATS, render
 from .settings import InferenceConfig, ModelSettings, parse_parameters
 
 MODEL_FLAGS = ("asr_model", "assistant_model", "diarization_model")
+# parameters that take reference clips: the CLI reads them from files given with --speaker NAME=FILE
+CLIP_PARAMETERS = ("known_speakers", "known_speaker_names", "known_speaker_references")
 
 
 def _flag(name: str) -> str:
@@ -31,7 +33,18 @@ def _flag(name: str) -> str:
 
 def add_parameter_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("request parameters (same names as the endpoint's `parameters`)")
+    group.add_argument(
+        "--speaker",
+        dest="speakers",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a person known to be in the recording and an audio file of them speaking alone (1-60 s); matching "
+        "speakers are labelled NAME instead of SPEAKER_NN (repeatable; needs a diarization model)",
+    )
     for name, field in InferenceConfig.model_fields.items():
+        if name in CLIP_PARAMETERS:
+            continue
         choices = None
         literal = [a for a in get_args(field.annotation) if isinstance(a, str)] if field.annotation else []
         if name in ("task", "return_timestamps"):
@@ -48,7 +61,29 @@ def add_parameter_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def parameters_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    return {name: getattr(args, name) for name in InferenceConfig.model_fields if getattr(args, name) is not None}
+    return {
+        name: getattr(args, name)
+        for name in InferenceConfig.model_fields
+        if name not in CLIP_PARAMETERS and getattr(args, name) is not None
+    }
+
+
+def known_speakers_from_args(args: argparse.Namespace) -> dict[str, str]:
+    """``--speaker NAME=FILE`` flags -> {name: base64 of the file}; InputError for a malformed flag or a missing
+    file (the clips themselves are checked as the endpoint checks them)."""
+    import base64
+
+    out: dict[str, str] = {}
+    for flag in args.speakers:
+        name, sep, path = flag.partition("=")
+        if not sep or not name.strip() or not path:
+            raise InputError(f"--speaker {flag[:100]!r}: use --speaker NAME=FILE (an audio file of NAME alone)")
+        if not Path(path).is_file():
+            raise InputError(f"--speaker {name.strip()[:80]!r}: no such file: {path[:200]}")
+        if name.strip() in out:
+            raise InputError(f"--speaker {name.strip()[:80]!r} is given twice")
+        out[name.strip()] = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,13 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        cfg = parse_parameters(parameters_from_args(args))
+        known = known_speakers_from_args(args)
+        cfg = parse_parameters(parameters_from_args(args) | ({"known_speakers": known} if known else {}))
         options = cfg.to_options()
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.endpoint:
-        return run_remote(args, options)
+        return run_remote(args, options, known)
     missing = [str(f) for f in args.files if not f.is_file()]
     if missing:
         print(f"error: no such file: {', '.join(missing)}", file=sys.stderr)
@@ -136,12 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelLoadError, ValueError, RuntimeError) as exc:
         print(f"error: could not load the models: {exc}", file=sys.stderr)
         return 1
+    try:
+        references = reference_clips(transcriber, options)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     status = 0
     for path in args.files:
         progress = Progress(not args.no_progress, path.name)
         try:
             waveform = decode_audio(path.read_bytes()).waveform
-            result = transcriber.run(waveform, options, progress=progress)
+            result = transcriber.run(waveform, options, progress=progress, references=references)
         except InputError as exc:
             progress.close()
             print(f"error: {path}: {exc}", file=sys.stderr)
@@ -165,7 +206,22 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-def run_remote(args: argparse.Namespace, options) -> int:
+def reference_clips(transcriber, options):
+    """The --speaker clips decoded and checked once, for every file."""
+    from .audio import load_reference
+    from .speaker_names import MAX_REFERENCE_SECONDS
+
+    if not options.known:
+        return ()
+    transcriber.check(options)
+    clips = [
+        (name, load_reference(name, clip, MAX_REFERENCE_SECONDS).waveform)
+        for name, clip in zip(options.known.names, options.known.clips)
+    ]
+    return transcriber.references(clips)
+
+
+def run_remote(args: argparse.Namespace, options, known_speakers: dict[str, str]) -> int:
     """``--endpoint``: the files and folders through remote endpoints, one output per file (see speakerscribe.batch)."""
     from .batch import BatchClient, BatchError, InputsError, ProgressLine, expand
     from .response import result_from_response
@@ -190,7 +246,14 @@ def run_remote(args: argparse.Namespace, options) -> int:
     try:
         items = expand(args.files, args.output_dir, args.format)
         client = BatchClient(
-            args.endpoint, token, parameters, args.concurrency, args.retries, args.request_timeout, render_output
+            args.endpoint,
+            token,
+            parameters,
+            args.concurrency,
+            args.retries,
+            args.request_timeout,
+            render_output,
+            known_speakers,
         )
         line = ProgressLine(not args.no_progress)
         outcomes, progress = client.run(items, overwrite=args.overwrite, report=line)

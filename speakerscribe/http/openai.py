@@ -2,8 +2,9 @@
 
 Fields: ``file``, ``model`` (accepted, ignored: the deployment has one model), ``language``, ``prompt``,
 ``temperature``, ``response_format`` (json, text, srt, verbose_json, vtt, diarized_json),
-``timestamp_granularities[]`` (word, segment), ``stream`` (false only), ``chunking_strategy`` (auto only), plus
-the Endpoints parameters as extra fields (``num_speakers``, ``vad_filter``, ...).
+``timestamp_granularities[]`` (word, segment), ``stream`` (false only), ``chunking_strategy`` (auto only),
+``known_speaker_names[]`` + ``known_speaker_references[]`` (names and data-URL clips of people in the recording),
+plus the Endpoints parameters as extra fields (``num_speakers``, ``vad_filter``, ...).
 """
 
 from __future__ import annotations
@@ -33,10 +34,23 @@ OPENAI_FIELDS = frozenset(
         "timestamp_granularities",
         "stream",
         "chunking_strategy",
+        "known_speaker_names[]",
+        "known_speaker_names",
+        "known_speaker_references[]",
+        "known_speaker_references",
     }
 )
-# our parameters that OpenAI's API has no field for (sampling_rate describes sample lists, which a form has not)
-EXTRA_FIELDS = frozenset(InferenceConfig.model_fields) - {"language", "prompt", "temperature", "sampling_rate"}
+# our parameters that OpenAI's API has no field for (sampling_rate describes sample lists, which a form has not;
+# known_speakers is an object, which a form has not either: the two lists carry the same)
+EXTRA_FIELDS = frozenset(InferenceConfig.model_fields) - {
+    "language",
+    "prompt",
+    "temperature",
+    "sampling_rate",
+    "known_speakers",
+    "known_speaker_names",
+    "known_speaker_references",
+}
 
 
 async def parse_form(scope: dict, body: bytes, max_part_size: int):
@@ -89,6 +103,12 @@ async def form_job(form: Mapping, handler) -> Job:
             params[key] = form[key]
     if "word" in granularities:
         params["return_timestamps"] = "word"
+    for key in ("known_speaker_names", "known_speaker_references"):
+        values = form.getlist(f"{key}[]") + form.getlist(key)
+        if any(not isinstance(v, str) for v in values):
+            raise InputError(f"`{key}[]` must be text fields (reference clips as data: URLs), not file uploads")
+        if values:
+            params[key] = values
     if fmt == "diarized_json" and not handler.has_diarizer:
         raise InputError("response_format diarized_json needs a diarization model (DIARIZATION_MODEL)")
     handler.check_parameters(params)
