@@ -4,8 +4,9 @@
 
 Models come from the same environment variables as the endpoint (ASR_MODEL, ASSISTANT_MODEL, DIARIZATION_MODEL,
 ...) or from ``--asr-model``/``--assistant-model``/``--diarization-model``. Every request parameter is a flag:
-``--batch-size``, ``--return-timestamps word``, ... Exit status: 0 on success, 2 on bad input or usage, 1 when a
-model could not be loaded or processing failed.
+``--batch-size``, ``--return-timestamps word``, ... People known to be in the recording are named with
+``--speaker NAME=FILE`` (an audio file of NAME speaking alone; repeatable). Exit status: 0 on success, 2 on bad
+input or usage, 1 when a model could not be loaded or processing failed.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from .records import SAMPLE_RATE, Diarization, SpeakerMatch, SpeakerTurn, Wavefo
 from .runtime import Placement, configure_pyannote_environment, tf32_guard
 from .shared_frames import FRAME_HOP
 from .speaker_names import Reference, match_speakers, rename
+from .timing import StageTimer
 from .voiceprints import campplus_clip_embeddings, frame_speaker_embeddings, speaker_speech, waveform_embeddings
 
 logger = logging.getLogger(__name__)
@@ -94,11 +95,13 @@ class SpeakerDiarizer:
         checkpoint=None,
         references: tuple[Reference, ...] = (),
         threshold: float = KNOWN_SPEAKER_THRESHOLD,
+        timer: StageTimer | None = None,
     ) -> Diarization:
         """Speaker turns of ``waveform``, with as many speakers as ``speakers`` allows (checked when it was built).
         ``checkpoint()``, if given, is called after every batch of the pipeline's segmentation and embedding steps,
         and may raise to stop the work there. With ``references``, speakers matching a known person's clip carry
-        that person's name (:mod:`speakerscribe.speaker_names`); ``known`` says what became of each name."""
+        that person's name (:mod:`speakerscribe.speaker_names`); ``known`` says what became of each name. ``timer``
+        times the naming (``speaker_naming``)."""
         import torch
 
         if waveform.samples.size == 0:
@@ -127,7 +130,8 @@ class SpeakerDiarizer:
             if self.recluster and frames is not None and speakers.num is None and result.exclusive:
                 result = self._recluster(result, frames, speakers.min, speakers.max)
             if references:
-                result = self._name(result, waveform, frames, references, threshold)
+                with (timer or StageTimer())("speaker_naming"):
+                    result = self._name(result, waveform, frames, references, threshold)
         return result
 
     @property
@@ -151,24 +155,29 @@ class SpeakerDiarizer:
         named = rename(result, mapping)
         return Diarization(named.turns, named.exclusive, matches)
 
+    def embed_clips(self, clips: list[tuple[np.ndarray, tuple]]) -> np.ndarray:
+        """(len(clips), D) embeddings of 16 kHz clips, each pooled over its spans (all of it when none), one batch,
+        with the pipeline's embedding model (see :mod:`speakerscribe.voiceprints`)."""
+        from .campplus import CAMPPlusEmbedding  # imports pyannote.audio: loaded by now
+
+        model = getattr(self.embedding_model, "model_", None)
+        if isinstance(model, CAMPPlusEmbedding):
+            return campplus_clip_embeddings(model, clips)
+        return waveform_embeddings(self.embedding_model, clips)
+
     def embed(self, references, waveform: Waveform, frames, turns: tuple[SpeakerTurn, ...], labels: list[str]):
         """(reference embeddings, speaker embeddings) from the pipeline's embedding model (see
         :mod:`speakerscribe.voiceprints`)."""
         from .campplus import CAMPPlusEmbedding  # imports pyannote.audio: loaded by now
 
-        embedding = self.embedding_model
-        model = getattr(embedding, "model_", None)
+        model = getattr(self.embedding_model, "model_", None)
         clips = [(r.waveform.samples, r.speech) for r in references]
-        if isinstance(model, CAMPPlusEmbedding):
-            if frames is not None:
-                refs = campplus_clip_embeddings(model, clips)
-                pool = model.campplus.pool
-                return refs, frame_speaker_embeddings(pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
-            pieces = [(speaker_speech(waveform.samples, turns, label), ()) for label in labels]
-            both = campplus_clip_embeddings(model, clips + pieces)
-        else:
-            pieces = [(speaker_speech(waveform.samples, turns, label), ()) for label in labels]
-            both = waveform_embeddings(embedding, clips + pieces)
+        if isinstance(model, CAMPPlusEmbedding) and frames is not None:
+            refs = campplus_clip_embeddings(model, clips)
+            pool = model.campplus.pool
+            return refs, frame_speaker_embeddings(pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
+        pieces = [(speaker_speech(waveform.samples, turns, label), ()) for label in labels]
+        both = self.embed_clips(clips + pieces)
         return both[: len(clips)], both[len(clips) :]
 
     def _recluster(self, result: Diarization, frames, lo: int | None, hi: int | None) -> Diarization:

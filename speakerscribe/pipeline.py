@@ -250,6 +250,7 @@ class Transcriber:
                     checkpoint=timer.cancel.check,
                     references=references,
                     threshold=options.known.threshold,
+                    timer=timer,
                 )
                 return diarization, None
         except RequestCancelled:

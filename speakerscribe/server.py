@@ -4,7 +4,8 @@
 
 Models come from the handler's environment variables (ASR_MODEL, DIARIZATION_MODEL, ...); the server's own
 options (HOST, PORT, API_TOKEN, MAX_BODY_MB, MAX_CONCURRENCY, MAX_QUEUE, QUEUE_TIMEOUT_S, BODY_TIMEOUT_S,
-REQUEST_TIMEOUT_S, GRACEFUL_TIMEOUT_S) from :class:`~speakerscribe.http.service.ServerSettings`. Routes and
+REQUEST_TIMEOUT_S, GRACEFUL_TIMEOUT_S, MAX_STREAMS, STREAM_IDLE_TIMEOUT_S, MAX_STREAM_SECONDS, MAX_MESSAGE_MB)
+from :class:`~speakerscribe.http.service.ServerSettings`. Routes and
 statuses: :mod:`speakerscribe.http.app`.
 """
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         # a request line or header block up to 1 MB reaches the app (which answers a clear 400) instead of h11's
         # 16 kB default, past which the connection is dropped mid-upload
         h11_max_incomplete_event_size=1 << 20,
+        ws_max_size=int(settings.max_message_mb * 1024 * 1024),  # larger WebSocket messages close with 1009
     )
     graceful_server(config, app).run()
     return 0

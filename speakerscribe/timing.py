@@ -1,7 +1,8 @@
 """The one stage timer: seconds per named stage, accumulated into a dict, and every stage start a cancellation
 checkpoint.
 
-The pipeline times its steps (``vad``, ``asr``, ``diarization``, ``diarization_wait``, ``merge``) and Whisper its
+The pipeline times its steps (``vad``, ``asr``, ``diarization``, ``diarization_wait``, ``merge``; ``speaker_naming``
+inside ``diarization`` when the request names known speakers) and Whisper its
 sub-stages (``asr_features``, ``asr_encode``, ``asr_generate``, ``asr_score``, ``asr_language``) with the same
 timer; the response's ``timings`` is that dict. With ``cuda`` (Whisper's sub-stages on a GPU) the timer
 synchronises at the end of a stage, so kernel work is counted where it ran; the pipeline's own steps do not

@@ -91,6 +91,50 @@ class SileroVAD:
         return probs
 
 
+class VadStream:
+    """Silero over a live stream: samples in as they come, one probability per complete 32 ms frame out.
+
+    Uses the TorchScript file's inner network, a pure function of (64 samples of context + a frame, recurrent
+    state), so every stream keeps its own state and streams never share or reset the model's."""
+
+    CONTEXT = 64
+
+    def __init__(self, network):
+        import torch
+
+        self._torch = torch
+        self._network = network
+        self._state = torch.zeros(0)
+        self._context = np.zeros(self.CONTEXT, dtype=np.float32)
+        self._pending = np.zeros(0, dtype=np.float32)
+
+    @property
+    def pending(self) -> int:
+        """Samples received that do not complete a frame yet."""
+        return len(self._pending)
+
+    def feed(self, samples: np.ndarray) -> np.ndarray:
+        """16 kHz float32 samples -> probabilities of the frames they complete."""
+        torch = self._torch
+        data = np.concatenate([self._pending, np.asarray(samples, dtype=np.float32)])
+        n = len(data) // FRAME
+        self._pending = data[n * FRAME :].copy()
+        out = np.empty(n, dtype=np.float32)
+        with torch.inference_mode():
+            for i in range(n):
+                frame = data[i * FRAME : (i + 1) * FRAME]
+                x = torch.from_numpy(np.concatenate([self._context, frame]))[None]
+                prob, self._state = self._network(x, self._state)
+                out[i] = float(prob.reshape(-1)[0])
+                self._context = frame[-self.CONTEXT :].copy()
+        return out
+
+
+def new_stream(vad: SileroVAD) -> VadStream:
+    """A live stream over ``vad``'s 16 kHz network."""
+    return VadStream(vad.model._model)
+
+
 def speech_regions(probs: np.ndarray, duration: float, opts: VadOptions = VadOptions()) -> list[Span]:
     """Hysteresis on frame probabilities -> padded, merged speech regions in seconds, clipped to the audio.
 

@@ -139,3 +139,20 @@ def test_usage_errors(tmp_path):
     assert missing.returncode == 2 and "no such file" in missing.stderr
     no_out = run_cli("--endpoint", "http://127.0.0.1:9", str(tmp_path))
     assert no_out.returncode == 2 and "--output-dir" in no_out.stderr
+
+
+def test_known_speakers_go_as_json_bodies(two_servers, meeting, tmp_path):
+    """--speaker with --endpoint: the clips cannot ride in a query string, so each request is a JSON body."""
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    (calls / "call.wav").write_bytes(meeting.wav.read_bytes())
+    out = tmp_path / "out"
+    proc = run_cli(
+        "--endpoint", two_servers[0].url, "--format", "json", "--output-dir", str(out), str(calls),
+        "--speaker", f"Ada Lovelace={meeting.wav}", "--num-speakers", "2",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answer = json.loads((out / "call.json").read_text())
+    assert [k["name"] for k in answer["known_speakers"]] == ["Ada Lovelace"]
+    bad = run_cli("--endpoint", two_servers[0].url, "--output-dir", str(out), str(calls), "--speaker", "Ada")
+    assert bad.returncode == 2 and "NAME=FILE" in bad.stderr

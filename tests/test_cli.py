@@ -53,11 +53,16 @@ def run_cli(args, random_models, **env):
 
 
 def test_flags_are_the_request_parameters():
+    from speakerscribe.cli import CLIP_PARAMETERS
+
     parser = build_parser()
     dests = {a.dest for a in parser._actions}
-    assert set(InferenceConfig.model_fields) <= dests
-    for name in InferenceConfig.model_fields:
+    # the parameters that carry reference clips come from --speaker NAME=FILE instead
+    assert set(CLIP_PARAMETERS) == {"known_speakers", "known_speaker_names", "known_speaker_references"}
+    assert set(InferenceConfig.model_fields) - set(CLIP_PARAMETERS) <= dests and "speakers" in dests
+    for name in set(InferenceConfig.model_fields) - set(CLIP_PARAMETERS):
         assert "--" + name.replace("_", "-") in parser._option_string_actions
+    assert "--speaker" in parser._option_string_actions
 
 
 def test_every_format_is_well_formed(tmp_path, audio_file, random_models):

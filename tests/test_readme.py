@@ -77,3 +77,10 @@ def test_every_parameter_and_setting_is_documented():
         assert f"`{name}`" in README, f"parameter {name} missing from the README"
     for name in ModelSettings.model_fields:
         assert f"`{name.upper()}`" in README, f"environment variable {name.upper()} missing from the README"
+
+
+def test_every_server_variable_is_documented():
+    from speakerscribe.http.service import ServerSettings
+
+    for name in ServerSettings.model_fields:
+        assert f"`{name.upper()}`" in README, f"server variable {name.upper()} missing from the README"

@@ -7,6 +7,8 @@ Routes
 * ``GET /metrics``: Prometheus text format (see :mod:`speakerscribe.metrics`).
 * ``POST /``, ``POST /predict``: the Endpoints contract (:mod:`.endpoints`).
 * ``POST /v1/audio/transcriptions``, ``POST /api/v1/audio/transcriptions``: OpenAI's API (:mod:`.openai`).
+* WebSocket ``/v1/realtime?intent=transcription``: OpenAI's Realtime transcription protocol (:mod:`.realtime`);
+  WebSocket ``/ws``: binary audio in, JSON out (:mod:`.ws`). Both: :mod:`.streaming` (limits, admission).
 
 Statuses: 400 bad input (every parse failure), 401 missing/wrong bearer token (when ``API_TOKEN`` is set), 408
 body not received within ``BODY_TIMEOUT_S``, 413 body or audio too large, 415 unsupported body type, 503 not
@@ -28,9 +30,9 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
-from . import endpoints, openai
+from . import endpoints, openai, realtime, ws
 from .service import ServerSettings, ServerState, server_state
 
 
@@ -58,6 +60,8 @@ ROUTES = [
     Route("/predict", endpoints.predict, methods=["POST"]),
     Route("/v1/audio/transcriptions", openai.transcriptions, methods=["POST"]),
     Route("/api/v1/audio/transcriptions", openai.transcriptions, methods=["POST"]),
+    WebSocketRoute("/v1/realtime", realtime.realtime),
+    WebSocketRoute("/ws", ws.binary),
 ]
 
 

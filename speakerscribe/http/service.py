@@ -60,6 +60,12 @@ class ServerSettings(BaseSettings):
     graceful_timeout_s: float = Field(
         30.0, ge=0, description="on SIGTERM, how long running requests may go on before they are stopped"
     )
+    max_streams: int = Field(4, ge=0, description="live WebSocket sessions at once; more are refused (close 1013)")
+    stream_idle_timeout_s: float = Field(
+        30.0, gt=0, description="a live session with no message for this long is finished and closed"
+    )
+    max_stream_seconds: float = Field(3600.0, gt=0, description="audio one live session may send")
+    max_message_mb: float = Field(16.0, gt=0, description="largest WebSocket message (OpenAI allows 15 MiB appends)")
 
 
 @dataclass
@@ -85,6 +91,7 @@ class ServerState:
         self.token = settings.api_token.get_secret_value() if settings.api_token else None
         self.handler: Any = None
         self.failed = False  # loading failed (the reason is in the log)
+        self.streams = 0  # live WebSocket sessions open
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def load(self, load_handler: Callable[[], Any]) -> None:

@@ -1,0 +1,3 @@
+from .client import main
+
+raise SystemExit(main())
