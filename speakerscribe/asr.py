@@ -101,7 +101,7 @@ class _Decoded:
         """Needs another attempt: a loop, repetitive text, or low confidence (and not silence)."""
         if self.is_silence(opts) or not self.segments:
             return False
-        return self.repeats(opts) or self.avg_logprob < opts.logprob_threshold
+        return self.repeats(opts) or (opts.retry_low_confidence and self.avg_logprob < opts.logprob_threshold)
 
 
 def _best_attempt(attempts: list[_Decoded], opts: AsrOptions) -> _Decoded:

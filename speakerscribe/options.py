@@ -84,6 +84,9 @@ class AsrOptions:
     logprob_threshold: float = -1.0
     compression_ratio_threshold: float = 2.4
     fallback_temperatures: tuple[float, ...] = FALLBACK_TEMPERATURES  # () turns recovery off
+    # retry at higher temperatures when the average log-probability is under ``logprob_threshold`` too, not only
+    # on repetition; live sessions turn it off (on short turns it cost 2-3 s of latency and no accuracy)
+    retry_low_confidence: bool = True
 
 
 @dataclass(frozen=True)

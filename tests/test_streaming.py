@@ -105,7 +105,7 @@ def stream_session(handler, samples, options=None, partials=True, block=1600):
     for i in range(0, len(samples), block):
         events += session.append(samples[i : i + block])
         if partials:
-            events += session.partial()
+            events += session.idle()
         buffers.append(len(session.buffer))
     events += session.finish()
     return events, max(buffers)

@@ -6,7 +6,8 @@ Then two tasks run: the receiver parses client messages (the protocol's ``parse`
 processor runs each command in a worker thread and sends the events. The receiver keeps reading (so the WebSocket
 layer keeps answering pings) until ``QUEUED_AUDIO_S`` of audio wait unprocessed; past that it stops reading (TCP
 back-pressure) until the processor catches up: a client may send a whole file at once. When the queue is empty and
-a turn is being spoken, the processor runs a partial decode. A bad message gets an error event and the session goes
+a turn is being spoken, the processor runs :meth:`StreamSession.idle` (a partial decode, or the final decode ahead of
+time while the speaker pauses). A bad message gets an error event and the session goes
 on; a session that is idle past ``STREAM_IDLE_TIMEOUT_S`` or reaches ``MAX_STREAM_SECONDS`` of audio is finished
 (its summary sent) and closed. Messages over ``MAX_MESSAGE_MB`` are refused by the WebSocket layer (close 1009).
 """
@@ -222,7 +223,7 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
             if queue.empty() and not holder["closed"]:
                 holder["busy"] = True
                 try:
-                    await send(encoded(await anyio.to_thread.run_sync(session.partial)))
+                    await send(encoded(await anyio.to_thread.run_sync(session.idle)))
                 except InputError:
                     pass
                 finally:

@@ -39,6 +39,7 @@ from .online_speakers import ONLINE_THRESHOLD, OnlineSpeakers
 
 FRAME = 512
 MIN_TURN_S = 0.1  # shorter committed audio is completed with an empty transcript, undecoded
+SILENT_FRAMES_SKIP = 3  # ~100 ms of silence in a turn: no partial decode (the final may be due soon)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,9 @@ class StreamSession:
         self.models = transcriber.models
         self.options = options
         self.max_samples = int(max_seconds * SAMPLE_RATE)
-        self.asr_options = AsrOptions(language=options.language, prompt=options.prompt)
+        # finals retry only on repetition loops: low-confidence retries cost seconds of latency per turn and
+        # changed no word on the test conversations (benchmarks/RESULTS.md "Live streaming")
+        self.asr_options = AsrOptions(language=options.language, prompt=options.prompt, retry_low_confidence=False)
         self.models.asr.validate(self.asr_options)
         self.partial_options = AsrOptions(language=options.language, prompt=options.prompt, fallback_temperatures=())
         detection = options.turn_detection
@@ -150,6 +153,7 @@ class StreamSession:
         self.turn_start = 0  # session sample where the current turn's audio starts (prefix included)
         self.item_id: str | None = None
         self.silence_frames = 0
+        self.early: tuple | None = None  # (end sample, transcript, embedding) decoded ahead while the speaker paused
         self.agreement = Agreement(n=self.options.agreement_n, hold=self.options.agreement_hold)
         self.partial_at = 0  # session sample up to which the last partial decoded
 
@@ -210,6 +214,8 @@ class StreamSession:
                     events.append(SpeechStarted(self.item_id, start / SAMPLE_RATE))
                 continue
             self.silence_frames = self.silence_frames + 1 if p < low else 0
+            if self.silence_frames == 0:
+                self.early = None  # speech resumed: what was decoded ahead is not the turn
             end = (frame + 1) * FRAME
             if self.silence_frames >= silence_needed:
                 speech_end = end - self.silence_frames * FRAME + FRAME  # one frame of the silence kept
@@ -253,6 +259,8 @@ class StreamSession:
         one: the newly confirmed words as a Delta (or nothing)."""
         if not self.options.partials or self.item_id is None:
             return []
+        if self.vad is not None and self.silence_frames >= SILENT_FRAMES_SKIP:
+            return []  # the speaker has paused: the turn may be ending, and its final decode must not wait
         end = self.received
         if end - self.partial_at < int(self.options.partial_every_s * SAMPLE_RATE):
             return []
@@ -264,6 +272,28 @@ class StreamSession:
         new = self.agreement.update(words)
         return [Delta(self.item_id, "".join(new))] if new else []
 
+    def idle(self) -> list:
+        """What to do while no audio waits: when the speaker has paused inside a turn, decode the turn up to the
+        pause ahead of time (if the pause becomes the turn's end, completion reuses it and the ``completed`` event
+        does not wait for a decode); otherwise a partial decode."""
+        if self.vad is None or not self.in_turn or self.silence_frames < SILENT_FRAMES_SKIP:
+            return self.partial()
+        end = self._speech_end()
+        if self.early is None or self.early[0] != end:
+            audio = self._audio(self.turn_start, end)
+            self.early = (end, self._final_decode(audio), self._embedding(audio))
+        return []
+
+    def _speech_end(self) -> int:
+        """Where the current pause began (one frame of it kept), in session samples."""
+        last_frame = (self.received - self.vad.pending) // FRAME - 1
+        return (last_frame + 1) * FRAME - self.silence_frames * FRAME + FRAME
+
+    def _final_decode(self, audio: np.ndarray) -> Transcript | None:
+        if len(audio) < MIN_TURN_S * SAMPLE_RATE:
+            return None
+        return self._decode(audio, self.asr_options, words=True)
+
     def _complete(self, end: int) -> list:
         """The current turn, [turn_start, end), decoded, labelled and completed."""
         item_id, start = self.item_id, self.turn_start
@@ -273,8 +303,11 @@ class StreamSession:
         offset = start / SAMPLE_RATE
         words: tuple = ()
         text_words: list[str] = []
-        if len(audio) >= MIN_TURN_S * SAMPLE_RATE:
-            transcript = self._decode(audio, self.asr_options, words=True)
+        if self.early is not None and self.early[0] == end:
+            transcript, embedding = self.early[1], self.early[2]
+        else:
+            transcript, embedding = self._final_decode(audio), self._embedding(audio)
+        if transcript is not None:
             text_words = split_words(transcript.text)
             words = tuple(
                 type(w)(w.text, w.start + offset, w.end + offset, w.probability)
@@ -287,7 +320,7 @@ class StreamSession:
         # the final decode is authoritative (as in OpenAI's protocol): where partial decodes confirmed a word that
         # the final decode of the whole turn hears otherwise, `completed` has the final decode's word
         text = "".join(text_words) if text_words else self.agreement.text
-        speaker, similarity = self._speaker(audio)
+        speaker, similarity = self._label(embedding, len(audio) / SAMPLE_RATE)
         if speaker is not None:
             words = tuple(type(w)(w.text, w.start, w.end, w.probability, speaker) for w in words)
         completed = Completed(item_id, text, offset, end / SAMPLE_RATE, words, speaker, similarity)
@@ -299,11 +332,15 @@ class StreamSession:
         self._drop_before(end)
         return events
 
-    def _speaker(self, audio: np.ndarray) -> tuple[str | None, float | None]:
+    def _embedding(self, audio: np.ndarray) -> np.ndarray | None:
         if self.speakers is None or len(audio) < SAMPLE_RATE // 2:
+            return None
+        return self.models.diarizer.embed_clips([(audio, ())])[0]
+
+    def _label(self, embedding: np.ndarray | None, seconds: float) -> tuple[str | None, float | None]:
+        if embedding is None:
             return None, None
-        embedding = self.models.diarizer.embed_clips([(audio, ())])[0]
-        return self.speakers.assign(embedding, len(audio) / SAMPLE_RATE)
+        return self.speakers.assign(embedding, seconds)
 
     # ------------------------------------------------------------------------------------------- commands
     def commit(self) -> list:
