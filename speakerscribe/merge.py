@@ -201,7 +201,9 @@ def attribute_words(chunks: tuple[Chunk, ...] | list[Chunk], turns) -> list[Utte
     chunk_only = [c for c in chunks if not c.words]
     if chunk_only:
         out.extend(attribute_chunks(chunk_only, turns))
-        out.sort(key=lambda u: (u.start, u.end))
+    # in the order things were said: the words of a chunk decoded on a second look may come before those of an
+    # earlier-starting chunk whose words begin late
+    out.sort(key=lambda u: (u.start, u.end))
     return out
 
 

@@ -1,9 +1,10 @@
-"""The job, as named steps: speech regions -> windows -> (ASR || diarization) -> attribution -> Result.
+"""The job, as named steps: speech regions -> windows -> (ASR || diarization) -> second look -> attribution -> Result.
 
 :meth:`Transcriber.run` takes a decoded waveform and the request's :class:`~speakerscribe.options.RequestOptions`;
 it knows nothing of HTTP, pydantic or the environment (models are loaded by :mod:`speakerscribe.loading`).
 Diarization runs in a worker thread while Whisper decodes (both release the GIL inside PyTorch), and its failure
-never costs the transcript: the result carries a warning instead of speakers.
+never costs the transcript: the result carries a warning instead of speakers. The second look decodes again the
+diarized speech that got no words.
 """
 
 from __future__ import annotations
@@ -25,9 +26,14 @@ from .runtime import Placement
 from .speaker_names import MIN_REFERENCE_SPEECH_S, Reference
 from .timing import StageHook, StageTimer
 from .vad import SileroVAD, speech_regions
-from .windows import plan_windows
+from .windows import plan_windows, uncovered
 
 logger = logging.getLogger(__name__)
+
+# the second look (see Transcriber._second_look); chosen on AMI train + development and the festival conversations
+SECOND_LOOK_MIN_S = 0.8  # diarized speech without words shorter than this is not decoded again
+SECOND_LOOK_PAD_S = 0.1  # audio added on both sides of such a stretch (never reaching a word)
+HEARD_PAD_S = 0.15  # a word "covers" this much on both sides
 
 ProgressHook = Callable[[str, int, int], None]  # (stage name, units done, units in total)
 
@@ -51,8 +57,10 @@ class Transcriber:
         max_audio_seconds: float = 4 * 3600.0,
         vad_options: VadOptions = VadOptions(),
         overlap: bool = True,
+        second_look: bool = True,
     ):
         self.models = models
+        self.second_look = second_look
         self.overlap = overlap
         self.max_audio_seconds = max_audio_seconds
         self.vad_options = vad_options
@@ -180,7 +188,7 @@ class Transcriber:
                 future.result()
         with timer("asr"):
             try:
-                transcript = self._transcribe(
+                transcript, plan = self._transcribe(
                     waveform, windows, options, plan, lambda done, total: report("transcribe", done, total), timer
                 )
             except BaseException:
@@ -195,6 +203,8 @@ class Transcriber:
             report("diarize", 1, 1)
             if error:
                 warnings.append(f"diarization failed ({error}); the transcript is complete but has no speakers")
+        if diarization is not None and self.second_look:
+            transcript = self._second_look(waveform, diarization, transcript, options, plan, timer)
         with timer("merge"):
             utterances = []
             if diarization is not None and transcript.chunks:
@@ -209,6 +219,55 @@ class Transcriber:
             timings={name: round(seconds, 4) for name, seconds in timer.timings.items()},
         )
 
+    def _second_look(
+        self,
+        waveform: Waveform,
+        diarization: Diarization,
+        transcript: Transcript,
+        options: RequestOptions,
+        plan: DecodePlan,
+        timer: StageTimer,
+    ) -> Transcript:
+        """Whisper skips words inside a window now and then (overlapped, quiet or far-field speech, a short reply
+        after a long turn). Where the diarizer heard someone speak for at least ``SECOND_LOOK_MIN_S`` and no word
+        lies within ``HEARD_PAD_S``, that stretch is decoded again on its own, in the language already found; the
+        new chunks join the transcript in time order. Nothing is re-decoded when every stretch of diarized speech
+        has words."""
+        heard = [Span(w.start - HEARD_PAD_S, w.end + HEARD_PAD_S) for c in transcript.chunks for w in (c.words or (c,))]
+        extra = uncovered(
+            [Span(t.start, t.end) for t in diarization.exclusive or diarization.turns],
+            heard,
+            SECOND_LOOK_MIN_S,
+            SECOND_LOOK_PAD_S,
+        )
+        extra = [Span(s.start, min(s.end, waveform.duration)) for s in extra if s.start < waveform.duration]
+        if not extra:
+            return transcript
+        # each piece is a window of its own: packing would span the speech between pieces, decoded already
+        more_windows = [w for s in extra for w in plan_windows([s], waveform.samples, options.windows.chunk_length_s)]
+        # loops are still decoded again; low confidence is not (on these short pieces the temperature ladder cost
+        # more than the first pass and found nothing the greedy pass did not)
+        asr = dataclasses.replace(options.asr, retry_low_confidence=False)
+        if transcript.language and asr.language is None:
+            asr = dataclasses.replace(asr, language=transcript.language)
+        with timer("asr_second_look"):
+            more, _ = self._transcribe(waveform, more_windows, dataclasses.replace(options, asr=asr), plan, None, timer)
+        logger.info(
+            "second look: %d window(s), %.1f s of diarized speech without words, %d chunk(s) found",
+            len(more_windows),
+            sum(w.end - w.start for w in more_windows),
+            len(more.chunks),
+        )
+        if not more.chunks:
+            return transcript
+        chunks = tuple(sorted(transcript.chunks + more.chunks, key=lambda c: (c.start, c.end)))
+        return dataclasses.replace(
+            transcript,
+            chunks=chunks,
+            language=transcript.language or more.language,
+            language_probability=transcript.language_probability or more.language_probability,
+        )
+
     def _transcribe(
         self,
         waveform: Waveform,
@@ -217,8 +276,8 @@ class Transcriber:
         plan: DecodePlan,
         progress,
         timer: StageTimer,
-    ) -> Transcript:
-        """ASR with an automatic smaller batch on accelerator out-of-memory."""
+    ) -> tuple[Transcript, DecodePlan]:
+        """ASR with an automatic smaller batch on accelerator out-of-memory; returns the plan that worked."""
         import torch
 
         oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
@@ -227,7 +286,7 @@ class Transcriber:
             try:
                 attempt = dataclasses.replace(plan, batch_size=batch)
                 clock = timer.nested(cuda=self.models.placement.is_cuda)
-                return self.models.asr.transcribe(waveform, windows, options.asr, attempt, progress, clock)
+                return self.models.asr.transcribe(waveform, windows, options.asr, attempt, progress, clock), attempt
             except oom as exc:
                 torch.cuda.empty_cache()
                 if batch == 1 or plan.assisted:

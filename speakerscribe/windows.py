@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .merge import union_intervals
 from .records import SAMPLE_RATE, Span
 
 _SEARCH_S = 4.0  # how far back from the limit to look for a quiet cut point
@@ -48,3 +49,32 @@ def plan_windows(regions: list[Span], samples: np.ndarray, max_len: float) -> li
         else:
             windows.append(piece)
     return windows
+
+
+def uncovered(spans: list[Span], covered: list[Span], min_len: float, pad: float = 0.0) -> list[Span]:
+    """The parts of the union of ``spans`` outside every ``covered`` span, each at least ``min_len`` seconds long,
+    then padded by ``pad`` on both sides without reaching into a covered span (sorted, disjoint).
+
+    Linear in the number of spans: a four-hour meeting has tens of thousands of words (covered) and thousands of
+    turns (spans)."""
+    if not spans:
+        return []
+    s, e = union_intervals(np.array([x.start for x in spans]), np.array([x.end for x in spans]))
+    cs, ce = union_intervals(np.array([x.start for x in covered]), np.array([x.end for x in covered]))
+    out: list[Span] = []
+    for start, end in zip(s.tolist(), e.tolist()):
+        first = int(np.searchsorted(ce, start, side="right"))  # the first covered span ending after `start`
+        last = int(np.searchsorted(cs, end, side="left"))  # covered spans [first, last) start before `end`
+        edges = [start, *np.column_stack([cs[first:last], ce[first:last]]).ravel().tolist(), end]
+        for a, b in zip(edges[::2], edges[1::2]):  # the gaps between covered spans, inside [start, end)
+            a, b = max(a, start), min(b, end)
+            if b - a < min_len:
+                continue
+            k = int(np.searchsorted(ce, a, side="right"))  # covered spans before the gap end at or before `a`
+            lo = max(a - pad, float(ce[k - 1]) if k > 0 else 0.0, 0.0)
+            hi = min(b + pad, float(cs[k]) if k < cs.size else np.inf)
+            if out and lo <= out[-1].end:
+                out[-1] = Span(out[-1].start, hi)
+            else:
+                out.append(Span(lo, hi))
+    return out

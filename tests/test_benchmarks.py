@@ -30,6 +30,23 @@ def test_throughput_compares_with_the_original(real_models):
     assert "| original |" in out and "| ours |" in out
 
 
+def test_second_look_compares_with_and_without(real_models):
+    out = run(
+        "benchmarks/second_look.py",
+        "--model",
+        "whisper-tiny.en",
+        "--splits",
+        "development",
+        "--conversations",
+        "meeting",
+        "--repeats",
+        "1",
+    )
+    assert len(re.findall(r"wall: without [\d.]+ s  with [\d.]+ s  ratio [\d.]+", out)) == 2
+    assert re.search(r"with    coverage [\d.]+  DER entries [\d.]+", out)
+    assert re.search(r"meeting +WER without [\d.]+  with [\d.]+", out)
+
+
 def test_gpu_floor_script_runs_on_cpu(real_models):
     out = run(
         "benchmarks/gpu_floor.py",

@@ -8,7 +8,7 @@ import pytest
 from speakerscribe.options import VadOptions
 from speakerscribe.records import Span
 from speakerscribe.vad import FRAME_S, speech_regions
-from speakerscribe.windows import plan_windows, quietest_cut
+from speakerscribe.windows import plan_windows, quietest_cut, uncovered
 
 
 def probs_from(spec, total_s):
@@ -64,3 +64,48 @@ def test_long_region_is_cut_at_the_quietest_point():
 
 def test_quietest_cut_on_an_empty_range_returns_the_limit():
     assert quietest_cut(np.zeros(100, dtype=np.float32), 1.0, 1.0) == 1.0
+
+
+def test_uncovered_is_the_union_of_spans_minus_covered_pieces_long_enough_and_padded():
+    spans = [Span(0.0, 3.0), Span(2.0, 5.0), Span(8.0, 8.5), Span(10.0, 14.0)]
+    covered = [Span(1.0, 2.5), Span(11.0, 11.5)]
+    got = uncovered(spans, covered, min_len=0.8, pad=0.1)
+    # [0, 1) and [2.5, 5) of the first union, [10, 11) and [11.5, 14); [8, 8.5) is too short
+    assert got == [Span(0.0, 1.0), Span(2.5, 5.1), Span(9.9, 11.0), Span(11.5, 14.1)]
+
+
+def test_uncovered_never_pads_into_covered_speech_and_is_empty_when_all_is_covered():
+    assert uncovered([Span(0.0, 4.0)], [Span(0.0, 4.0)], 0.5) == []
+    assert uncovered([], [Span(0.0, 1.0)], 0.5) == []
+    got = uncovered([Span(0.0, 10.0)], [Span(2.95, 3.0), Span(4.0, 10.0)], min_len=0.5, pad=0.2)
+    assert got == [Span(0.0, 2.95), Span(3.0, 4.0)]
+    assert uncovered([Span(5.0, 7.0)], [], 0.5, pad=0.5) == [Span(4.5, 7.5)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_uncovered_against_a_sampled_timeline(seed):
+    rng = np.random.default_rng(seed)
+
+    def random_spans(n, length):
+        starts = np.sort(rng.uniform(0, 100, n))
+        return [Span(float(a), float(a + d)) for a, d in zip(starts, rng.uniform(0.05, length, n))]
+
+    spans, covered = random_spans(15, 8.0), random_spans(int(rng.integers(0, 40)), 1.5)
+    got = uncovered(spans, covered, min_len=0.8, pad=0.1)
+    t = np.arange(0, 110, 0.01) + 0.005
+
+    def inside(xs):
+        return np.any([(t >= x.start) & (t < x.end) for x in xs], axis=0) if xs else np.zeros(t.size, bool)
+
+    speech, heard, out = inside(spans), inside(covered), inside(got)
+    assert not np.any(out & heard)  # never into covered time
+    # every uncovered stretch of speech at least min_len long is in the output
+    gap = speech & ~heard
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], gap.astype(int), [0]])))
+    for a, b in zip(edges[::2], edges[1::2]):
+        if (b - a) * 0.01 >= 0.8 + 0.02:
+            assert out[a:b].all()
+    # and nothing far from uncovered speech: output within pad of it
+    near = np.convolve(gap.astype(int), np.ones(2 * 10 + 3, int), mode="same") > 0
+    assert np.all(out <= near)
+    assert all(x.end > x.start for x in got) and all(p.end < q.start for p, q in zip(got, got[1:]))
