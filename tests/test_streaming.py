@@ -387,3 +387,37 @@ def test_stream_cli(live_server, meeting):
         [sys.executable, "-m", "speakerscribe.stream", "nope.wav"], cwd=REPO, capture_output=True, text=True
     )
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+@pytest.mark.slow
+def test_partial_decodes_keep_to_their_share_of_the_time(handler, conversations):
+    """A partial waits for PARTIAL_DUTY times as much new audio as the last one took to decode (at least
+    partial_every_s), so partials never hold the CPU when the turn ends and its final decode is due."""
+    import time
+
+    from speakerscribe.audio import decode_audio
+    from speakerscribe.stream.session import PARTIAL_DUTY, StreamOptions, StreamSession
+
+    samples = decode_audio(conversations["meeting"].wav.read_bytes()).waveform.samples
+    session = StreamSession(handler.transcriber, StreamOptions())
+    decode, partials = session._decode, []
+
+    def timed(audio, options, words):
+        started = time.perf_counter()
+        out = decode(audio, options, words)
+        if not words:  # partials decode without word times
+            partials.append((session.item_id, session.received, time.perf_counter() - started))
+        return out
+
+    session._decode = timed
+    for i in range(0, len(samples), 1600):
+        session.append(samples[i : i + 1600])
+        session.idle()
+    session.finish()
+    assert len(partials) >= 5
+    gaps = [
+        (b[1] - a[1]) / 16000 - max(StreamOptions().partial_every_s, PARTIAL_DUTY * a[2])
+        for a, b in zip(partials, partials[1:])
+        if a[0] == b[0]
+    ]
+    assert gaps and min(gaps) >= -0.1 - 1e-9, gaps  # one 100 ms block of slack

@@ -24,6 +24,7 @@ thread, since decoding blocks).
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,7 +40,12 @@ from .online_speakers import ONLINE_THRESHOLD, OnlineSpeakers
 
 FRAME = 512
 MIN_TURN_S = 0.1  # shorter committed audio is completed with an empty transcript, undecoded
-SILENT_FRAMES_SKIP = 3  # ~100 ms of silence in a turn: no partial decode (the final may be due soon)
+# partial decodes take at most 1 / PARTIAL_DUTY of the stream's time: the next waits for PARTIAL_DUTY times as much
+# new audio as the last one took to decode. A partial in flight when the speaker stops delays the final decode
+# (on 2 cores, partials every 0.5 s of audio kept the CPU busy all the time and added ~0.3 s to completed latency);
+# with several streams on one machine, partials slow down before finals do
+PARTIAL_DUTY = 2.0
+SILENT_FRAMES_SKIP = 1  # one 32 ms frame of silence in a turn: no partial; the turn is decoded ahead instead
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,7 @@ class StreamSession:
         self.early: tuple | None = None  # (end sample, transcript, embedding) decoded ahead while the speaker paused
         self.agreement = Agreement(n=self.options.agreement_n, hold=self.options.agreement_hold)
         self.partial_at = 0  # session sample up to which the last partial decoded
+        self.partial_cost = 0.0  # seconds the last partial decode took
 
     def _can_embed(self) -> bool:
         diarizer = self.models.diarizer
@@ -256,19 +263,23 @@ class StreamSession:
 
     def partial(self) -> list:
         """A partial decode of the turn being spoken, when ``partial_every_s`` of new audio arrived since the last
-        one: the newly confirmed words as a Delta (or nothing)."""
+        one (and ``PARTIAL_DUTY`` times the last one's decode time): the newly confirmed words as a Delta (or
+        nothing)."""
         if not self.options.partials or self.item_id is None:
             return []
         if self.vad is not None and self.silence_frames >= SILENT_FRAMES_SKIP:
             return []  # the speaker has paused: the turn may be ending, and its final decode must not wait
         end = self.received
-        if end - self.partial_at < int(self.options.partial_every_s * SAMPLE_RATE):
+        every = max(self.options.partial_every_s, PARTIAL_DUTY * self.partial_cost)
+        if end - self.partial_at < int(every * SAMPLE_RATE):
             return []
         self.partial_at = end
         audio = self._audio(self.turn_start, end)
         if len(audio) < max(MIN_TURN_S, self.options.partial_min_s) * SAMPLE_RATE:
             return []
+        started = time.perf_counter()
         words = split_words(self._decode(audio, self.partial_options, words=False).text)
+        self.partial_cost = time.perf_counter() - started
         new = self.agreement.update(words)
         return [Delta(self.item_id, "".join(new))] if new else []
 
