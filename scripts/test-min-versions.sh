@@ -20,4 +20,4 @@ if grep -q "Would install" <<<"$plan"; then
 fi
 echo "   nothing to install"
 export PYANNOTE_METRICS_ENABLED=false HF_HUB_OFFLINE=1
-"$VENV/bin/python" -m pytest -p no:cacheprovider tests/test_handler.py tests/test_compat.py tests/test_real_speech.py "$@"
+"$VENV/bin/python" -m pytest -p no:cacheprovider tests/test_handler.py tests/test_compat.py tests/test_greedy.py tests/test_real_speech.py "$@"

@@ -5,7 +5,7 @@ Per batch of windows (longest first, so similar lengths decode together):
 
 1. log-mel features for the batch at once (on the GPU when there is one), padded to 30 s: (B, mel, 3000);
 2. the encoder once: (B, 1500, d_model);
-3. ``generate`` with timestamps (greedy); with ``assisted`` each window runs alone with the draft model;
+3. greedy decoding with timestamps (:mod:`.greedy`); with ``assisted`` each window runs alone with the draft model;
 4. one teacher-forced decoder pass over [prompt + generated tokens]: the no-speech probability at the first
    position, the mean log-probability of the generated tokens and, for word timestamps, the cross-attention of
    the alignment heads;
@@ -37,6 +37,7 @@ import numpy as np
 
 from .alignment import capture_cross_attention, token_start_times
 from .errors import InputError, ModelLoadError, short_message
+from .greedy import TimestampRules, VocabProjection, greedy_decode
 from .languages import normalise_language
 from .options import AsrOptions
 from .records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform, Word
@@ -157,6 +158,8 @@ class WhisperEngine:
         prev = getattr(gen, "prev_sot_token_id", None)
         self.prev_sot = int(prev) if prev is not None else None
         self.timestamp_begin = int(gen.no_timestamps_token_id) + 1
+        self.timestamp_rules = TimestampRules.from_generation_config(gen)
+        self.projection = VocabProjection(model.proj_out)
         self.multilingual = bool(getattr(gen, "is_multilingual", False))
         self.lang_to_id: dict[str, int] = {
             k.strip("<|>"): int(v) for k, v in (getattr(gen, "lang_to_id", None) or {}).items()
@@ -383,9 +386,11 @@ class WhisperEngine:
     def generate(self, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0):
         """Greedy decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
-        Calls the generic ``GenerationMixin.generate`` with Whisper's timestamp rules as a logits processor
-        (timestamps in pairs, never decreasing, the first one within 1 s) and the model's suppressed tokens,
-        instead of Whisper's own ``generate``, whose long-form machinery <= 30 s windows do not need.
+        Greedy decoding runs in :func:`~speakerscribe.greedy.greedy_decode` (the same tokens, a fraction of the
+        per-step overhead). Sampling, the draft model, the static cache and forced token counts call the generic
+        ``GenerationMixin.generate`` with Whisper's timestamp rules as a logits processor (timestamps in pairs, never
+        decreasing, the first one within 1 s) and the model's suppressed tokens, instead of Whisper's own
+        ``generate``, whose long-form machinery <= 30 s windows do not need.
         Returns (B, len(prompt) + new) token ids.
         """
         import torch
@@ -399,6 +404,17 @@ class WhisperEngine:
         # one position stays free for the end-of-text token the scoring pass appends
         limit = self.model.config.max_target_positions - 1
         new_tokens = min(self.max_new_tokens or limit, limit - len(prompt))
+        if temperature <= 0 and assistant is None and not self.static_cache and self.min_new_tokens is None:
+            eos = self.eos
+            return greedy_decode(
+                self.model,
+                encoder_outputs.last_hidden_state,
+                ids,
+                self.timestamp_rules,
+                new_tokens,
+                stop_row=lambda tokens: ends_in_loop(text_token_ids(tokens[-_LOOP_TAIL:], eos)),
+                projection=self.projection,
+            )
         config = GenerationConfig(
             decoder_start_token_id=self.sot,
             eos_token_id=self.eos,
@@ -567,7 +583,7 @@ class WhisperEngine:
 
         out = []
         for a in range(0, hidden.shape[0], _LOGIT_ROWS):
-            logits = self.model.proj_out(hidden[a : a + _LOGIT_ROWS]).float()
+            logits = self.projection(hidden[a : a + _LOGIT_ROWS]).float()
             lp = logits.gather(-1, targets[a : a + _LOGIT_ROWS, None])[:, 0] - torch.logsumexp(logits, dim=-1)
             out.append(lp.cpu().numpy())
         return np.concatenate(out) if out else np.zeros(0)
@@ -575,7 +591,7 @@ class WhisperEngine:
     def _log_softmax_row(self, hidden_row) -> np.ndarray:
         import torch
 
-        logits = self.model.proj_out(hidden_row[None]).float()[0]
+        logits = self.projection(hidden_row[None]).float()[0]
         return torch.log_softmax(logits, dim=-1).cpu().numpy()
 
     # ------------------------------------------------------------------------------------------- assembly

@@ -66,6 +66,24 @@ def test_gpu_floor_script_runs_on_cpu(real_models):
     assert "| tiny | original (pipeline) |" in out and "| tiny | ours" in out
 
 
+def test_greedy_loop_compares_with_generate(real_models):
+    out = run(
+        "benchmarks/greedy_loop.py",
+        "--models",
+        "whisper-tiny.en",
+        "--batches",
+        "1",
+        "2",
+        "--seconds",
+        "4",
+        "--repeats",
+        "1",
+    )
+    rows = re.findall(r"\| whisper-tiny.en \| 4 s \| (\d) \| [\d.]+ \| [\d.]+ \| ([\d.]+) \|", out)
+    assert [r[0] for r in rows] == ["1", "2"] and all(float(r[1]) > 0 for r in rows)
+    assert "identical tokens everywhere" in out
+
+
 def test_null_pipeline_timestamps_are_filled_before_scoring():
     sys.path.insert(0, str(REPO / "benchmarks"))
     from throughput import time_attribution, timed_entries

@@ -1,0 +1,168 @@
+"""Greedy Whisper decoding with timestamp tokens, in one tight loop.
+
+transformers' generic ``generate`` spends most of a CPU decoding step outside the model: it re-reads every row's
+whole sequence into Python for the timestamp rules, runs a generic processor and stopping-criteria stack, and
+copies the cache bookkeeping. Here the same rules are kept as a few per-row tensors updated once per step, so a
+step is one decoder call on the newest token, one projection onto the vocabulary of the last position and a few
+vectorised masks.
+
+The output is token for token what ``GenerationMixin.generate`` gives with greedy search, the model's
+``suppress_tokens`` and ``begin_suppress_tokens``, :class:`~transformers.WhisperTimeStampLogitsProcessor` and the
+engine's stop-on-loop criterion (``tests/test_greedy.py`` compares the two). Sampling, draft models and the static
+cache (CUDA graphs) still go through ``generate``.
+
+The timestamp rules (openai-whisper's ``ApplyTimestampRules``):
+
+* ``<|notimestamps|>`` never;
+* timestamps come in pairs: after a lone timestamp only another timestamp or end-of-text, after a pair no timestamp;
+* timestamps never decrease, and a timestamp closing nothing (after a pair, or at the start) is strictly later
+  than the last one;
+* the first token is a timestamp of at most ``max_initial_timestamp_index`` (1 s);
+* when the timestamps together are more likely than the most likely text token, a timestamp is taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TimestampRules:
+    """The token ids the rules need, from a Whisper generation config."""
+
+    timestamp_begin: int  # first timestamp token (<|0.00|>)
+    no_timestamps: int
+    eos: int
+    max_initial_index: int | None  # the first timestamp is at most timestamp_begin + this
+    suppress: tuple[int, ...] = ()  # never generated
+    begin_suppress: tuple[int, ...] = ()  # never the first generated token
+
+    @classmethod
+    def from_generation_config(cls, gen) -> TimestampRules:
+        eos = gen.eos_token_id if not isinstance(gen.eos_token_id, list) else gen.eos_token_id[0]
+        initial = getattr(gen, "max_initial_timestamp_index", None)
+        return cls(
+            timestamp_begin=int(gen.no_timestamps_token_id) + 1,
+            no_timestamps=int(gen.no_timestamps_token_id),
+            eos=int(eos),
+            max_initial_index=int(initial) if initial is not None else None,
+            suppress=tuple(int(t) for t in (gen.suppress_tokens or [])),
+            begin_suppress=tuple(int(t) for t in (gen.begin_suppress_tokens or [])),
+        )
+
+
+def greedy_decode(
+    model,
+    encoder_states,
+    prompt_ids,
+    rules: TimestampRules,
+    max_new_tokens: int,
+    stop_row: Callable[[list[int]], bool] | None = None,
+    projection: VocabProjection | None = None,
+):
+    """Decode every row of ``encoder_states`` (B, frames, d) greedily from ``prompt_ids`` (B, P).
+
+    ``stop_row(generated)`` is asked after each text token of an unfinished row (``generated``: that row's tokens so
+    far, timestamps included); True finishes the row as end-of-text would. Finished rows are padded with
+    end-of-text. ``projection`` is the model's :class:`VocabProjection` (pass the same one every call: it keeps a
+    copy of the weight). Returns (B, P + steps) token ids, as ``generate`` does.
+    """
+    import torch
+
+    decoder = model.model.decoder
+    device = prompt_ids.device
+    batch = prompt_ids.shape[0]
+    project = projection or VocabProjection(model.proj_out)
+    vocab = model.proj_out.out_features
+    tb, eos = rules.timestamp_begin, rules.eos
+    neg = float("-inf")
+
+    never = torch.zeros(vocab, dtype=torch.bool, device=device)
+    never[[t for t in rules.suppress if t < vocab]] = True
+    never[rules.no_timestamps] = True
+    first_never = never.clone()
+    first_never[[t for t in rules.begin_suppress if t < vocab]] = True
+    first_never[:tb] = True  # the first token is a timestamp...
+    if rules.max_initial_index is not None:
+        first_never[tb + rules.max_initial_index + 1 :] = True  # ... of at most max_initial_index
+    vocab_ids = torch.arange(vocab, device=device)
+    is_timestamp_id = vocab_ids >= tb
+    is_text_id = vocab_ids < eos
+
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)
+    last_ts = torch.zeros(batch, dtype=torch.bool, device=device)  # the last token was a timestamp
+    penult_ts = torch.ones(batch, dtype=torch.bool, device=device)  # the one before too (True with < 2 tokens)
+    newest_ts = torch.full((batch,), -1, dtype=torch.long, device=device)  # the last timestamp so far (-1: none)
+    generated: list[list[int]] = [[] for _ in range(batch)]
+    steps = []
+    cache = None
+    step_input = prompt_ids
+    for step in range(max_new_tokens):
+        out = decoder(input_ids=step_input, encoder_hidden_states=encoder_states, past_key_values=cache, use_cache=True)
+        cache = out.past_key_values
+        scores = project(out.last_hidden_state[:, -1]).float()
+        if step == 0:
+            scores.masked_fill_(first_never, neg)
+        else:
+            scores.masked_fill_(never, neg)
+            pair_closed = last_ts & penult_ts  # after a pair: no timestamp
+            lone = last_ts & ~penult_ts  # after a lone timestamp: a timestamp or end-of-text
+            mask = (pair_closed[:, None] & is_timestamp_id) | (lone[:, None] & is_text_id)
+            # timestamps never decrease; one that opens a segment is later than the last
+            floor = torch.where(lone, newest_ts, torch.where(newest_ts >= 0, newest_ts + 1, tb))
+            mask |= is_timestamp_id & (vocab_ids < floor[:, None])
+            scores.masked_fill_(mask, neg)
+        logprobs = torch.log_softmax(scores, dim=-1)
+        timestamp_mass = torch.logsumexp(logprobs[:, tb:], dim=-1)
+        best_text = logprobs[:, :tb].max(dim=-1).values
+        scores[:, :tb].masked_fill_((timestamp_mass > best_text)[:, None], neg)
+        token = scores.argmax(dim=-1)
+        token = torch.where(finished, torch.full_like(token, eos), token)
+        steps.append(token)
+
+        penult_ts = last_ts if step >= 1 else torch.ones_like(last_ts)
+        last_ts = token >= tb
+        newest_ts = torch.where(last_ts, token, newest_ts)
+        finished = finished | (token == eos)
+        stopped = []
+        for row, (value, done) in enumerate(zip(token.tolist(), finished.tolist())):
+            if done:
+                continue
+            generated[row].append(value)
+            if stop_row is not None and value < eos and stop_row(generated[row]):
+                stopped.append(row)
+        if stopped:
+            finished[stopped] = True
+        if bool(finished.all()):
+            break
+        step_input = token[:, None]
+    if not steps:
+        return prompt_ids
+    return torch.cat([prompt_ids, torch.stack(steps, dim=1)], dim=1)
+
+
+class VocabProjection:
+    """Hidden states -> vocabulary logits: Whisper's ``proj_out`` (no bias; its weight is the (vocab, d) token
+    embedding, 80-106 MB in float32 for tiny/base, read at every decoding step).
+
+    On the CPU the same product is taken in the orientation MKL runs fastest: with one row against a transposed
+    copy of the weight (made once, kept), with several as weight @ hidden.T. ``linear`` itself was 1.1-4x slower
+    than one of these on the 2-core AMD machines here for every row count (``benchmarks/greedy_loop.py``). On an
+    accelerator ``proj_out`` is used as it is."""
+
+    def __init__(self, proj):
+        self.proj = proj
+        self.reorient = proj.weight.device.type == "cpu" and proj.bias is None
+        self._transposed = None
+
+    def __call__(self, hidden):
+        if not self.reorient:
+            return self.proj(hidden)
+        weight = self.proj.weight
+        if hidden.shape[0] == 1:
+            transposed = self._transposed
+            if transposed is None or transposed.dtype != weight.dtype:
+                transposed = self._transposed = weight.detach().t().contiguous()
+            return hidden @ transposed
+        return (weight @ hidden.T).T

@@ -1,0 +1,166 @@
+"""The tight greedy loop (speakerscribe.greedy) against transformers' own ``generate`` with Whisper's timestamp
+processor: token for token the same sequences, on random weights (timestamps land anywhere, so every rule is hit)
+and on real weights and speech; and the engine really uses it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from speakerscribe.greedy import TimestampRules, greedy_decode
+
+
+def _hf_generate(model, encoder_states, prompt, max_new, stop=None):
+    """Greedy ``GenerationMixin.generate`` as the engine called it before the tight loop."""
+    import torch
+    from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+    from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
+    from transformers.generation.utils import GenerationMixin
+    from transformers.modeling_outputs import BaseModelOutput
+
+    gen = model.generation_config
+    eos = gen.eos_token_id if not isinstance(gen.eos_token_id, list) else gen.eos_token_id[0]
+    config = GenerationConfig(
+        decoder_start_token_id=gen.decoder_start_token_id,
+        eos_token_id=eos,
+        pad_token_id=eos,
+        bos_token_id=eos,
+        do_sample=False,
+        num_beams=1,
+        max_length=prompt.shape[1] + max_new,
+        suppress_tokens=list(gen.suppress_tokens or []) or None,
+        begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
+    )
+    kwargs = {"stopping_criteria": StoppingCriteriaList([stop])} if stop is not None else {}
+    with torch.inference_mode():
+        return GenerationMixin.generate(
+            model,
+            encoder_outputs=BaseModelOutput(last_hidden_state=encoder_states),
+            decoder_input_ids=prompt,
+            generation_config=config,
+            logits_processor=LogitsProcessorList([WhisperTimeStampLogitsProcessor(gen, begin_index=prompt.shape[1])]),
+            **kwargs,
+        )
+
+
+def _load(path):
+    import torch
+    from transformers import WhisperForConditionalGeneration
+
+    model = WhisperForConditionalGeneration.from_pretrained(str(path), attn_implementation="sdpa", dtype=torch.float32)
+    return model.eval()
+
+
+def _prompt(model, batch, extra=()):
+    import torch
+
+    gen = model.generation_config
+    ids = [int(gen.decoder_start_token_id)]
+    if getattr(gen, "is_multilingual", False):
+        ids += [int(gen.lang_to_id["<|en|>"]), int(gen.task_to_id["transcribe"])]
+    return torch.tensor([list(extra) + ids], dtype=torch.long).repeat(batch, 1)
+
+
+@pytest.mark.parametrize("which", ["whisper_en", "whisper_ml"])
+def test_same_tokens_as_generate_on_random_weights(random_models, which):
+    import torch
+
+    model = _load(getattr(random_models, which))
+    rules = TimestampRules.from_generation_config(model.generation_config)
+    frames = model.config.max_source_positions
+    compared = timestamps = 0
+    for seed in range(6):
+        g = torch.Generator().manual_seed(seed)
+        states = torch.randn(3, frames, model.config.d_model, generator=g) * (0.5 + seed)
+        prompt = _prompt(model, 3)
+        with torch.inference_mode():
+            ours = greedy_decode(model, states, prompt, rules, 40)
+        theirs = _hf_generate(model, states, prompt, 40)
+        assert ours.tolist() == theirs.tolist(), f"seed {seed}"
+        compared += ours.numel()
+        timestamps += int((ours[:, prompt.shape[1] :] >= rules.timestamp_begin).sum())
+    # the comparison means something only if both kinds of token were generated
+    assert timestamps > 10 and compared - timestamps > 10
+
+
+def test_same_tokens_as_generate_on_real_speech(real_models):
+    import soundfile as sf
+    import torch
+    from transformers import WhisperFeatureExtractor
+
+    from speakerscribe_dev.conversation import MEETING, synthesize
+
+    path = real_models / "whisper-tiny.en"
+    model = _load(path)
+    rules = TimestampRules.from_generation_config(model.generation_config)
+    fe = WhisperFeatureExtractor.from_pretrained(str(path))
+    audio, rate = sf.read(str(synthesize(MEETING, _speech_dir(), "meeting").wav), dtype="float32")
+    clips = [audio[: 30 * rate], audio[10 * rate : 22 * rate], audio[30 * rate : 34 * rate]]
+    features = fe(clips, sampling_rate=rate, return_tensors="pt").input_features
+    with torch.inference_mode():
+        states = model.model.encoder(features).last_hidden_state
+    prompt = _prompt(model, len(clips))
+    with torch.inference_mode():
+        ours = greedy_decode(model, states, prompt, rules, 120)
+    theirs = _hf_generate(model, states, prompt, 120)
+    assert ours.tolist() == theirs.tolist()
+    text = [t for t in ours[0].tolist() if t < rules.eos]
+    assert len(text) > 30  # real words were decoded
+
+
+def test_stops_on_loops_where_generate_stops(random_models):
+    """With the engine's stop-on-loop criterion both ways: the same rows stop at the same token."""
+    import torch
+
+    from speakerscribe.asr import _StopOnLoop
+    from speakerscribe.whisper_tokens import ends_in_loop, text_token_ids
+
+    model = _load(random_models.whisper_en)
+    rules = TimestampRules.from_generation_config(model.generation_config)
+    prompt = _prompt(model, 4)
+    stopped_early = 0
+    for seed in range(4):
+        g = torch.Generator().manual_seed(100 + seed)
+        states = torch.randn(4, model.config.max_source_positions, model.config.d_model, generator=g)
+        with torch.inference_mode():
+            ours = greedy_decode(
+                model, states, prompt, rules, 120, stop_row=lambda t: ends_in_loop(text_token_ids(t[-160:], rules.eos))
+            )
+        theirs = _hf_generate(model, states, prompt, 120, stop=_StopOnLoop(prompt.shape[1], rules.eos))
+        assert ours.tolist() == theirs.tolist(), f"seed {seed}"
+        for row in ours[:, prompt.shape[1] :].tolist():
+            stopped_early += ends_in_loop(text_token_ids(row, rules.eos))
+    assert stopped_early > 0  # random weights loop: the criterion was exercised
+
+
+def _speech_dir():
+    from conftest import CACHE
+
+    path = CACHE / "speech"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def test_engine_decodes_with_the_tight_loop(random_models, monkeypatch):
+    """The engine's greedy path goes through greedy_decode; sampling does not."""
+    import speakerscribe.asr as asr
+    from speakerscribe.options import AsrOptions
+    from speakerscribe.records import Span, Waveform
+    from speakerscribe.runtime import resolve_placement
+
+    engine = asr.WhisperEngine.load(str(random_models.whisper_en), resolve_placement("cpu"))
+    calls = []
+    real = asr.greedy_decode
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(asr, "greedy_decode", spy)
+    audio = Waveform((0.1 * np.random.default_rng(0).standard_normal(16000 * 3)).astype(np.float32))
+    no_retry = dict(fallback_temperatures=())
+    engine.transcribe(audio, [Span(0.0, 3.0)], AsrOptions(temperature=0.0, **no_retry))
+    assert calls
+    calls.clear()
+    engine.transcribe(audio, [Span(0.0, 3.0)], AsrOptions(temperature=0.5, **no_retry))
+    assert not calls
