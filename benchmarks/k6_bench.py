@@ -32,10 +32,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(cmd: list[str], env: dict, port: int, log: Path):
+def start(cmd: list[str], env: dict, port: int, log: Path, cwd: Path = REPO):
     import requests
 
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **env}, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **env}, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     for _ in range(1800):
         if proc.poll() is not None:
             raise RuntimeError(log.read_text()[-2000:])

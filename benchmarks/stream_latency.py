@@ -1,6 +1,7 @@
 """Live latency and capacity: festival conversations streamed at real-time pace over OpenAI's Realtime protocol.
 
     .venv/bin/python benchmarks/stream_latency.py [--model whisper-tiny.en] [--streams 1 2 3 4] [--lines 24]
+        [--baseline GIT_REF --repeats 2]
 
 A server (``python -m speakerscribe.server``, the offline default models, CPU) is started on 127.0.0.1. For each
 count N, N clients stream the same ~1.5-minute synthesized conversation at real-time pace (100 ms blocks, 24 kHz
@@ -13,6 +14,11 @@ pcm16 as OpenAI clients send) with server turn detection at OpenAI's defaults, a
 * keeping up: how far behind real time the sender fell (the server reads audio only as fast as it processes it).
 
 A count is held when every stream keeps up (under 1 s behind) and the completed latency's p95 is at most 2 s.
+
+With ``--baseline REF`` the code of that commit (``git archive``) is served too, from a second server on the same
+models, and every count runs on both, alternating, ``--repeats`` times (these machines drift: compare the two in
+the same run, not against numbers from another day). Latencies are pooled over the repeats; the last lines give
+the ratios ours / baseline.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -96,12 +104,59 @@ def measure(messages, conversation) -> tuple[list[float], list[float]]:
     return completed, lags
 
 
+def run_streams(url: str, pcm24: bytes, n: int, conversation) -> dict:
+    barrier = threading.Barrier(n)
+    results = [{} for _ in range(n)]
+    threads = [threading.Thread(target=stream_once, args=(url, pcm24, r, barrier)) for r in results]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    completed, lags, behind = [], [], []
+    for r in results:
+        c, lag = measure(r["messages"], conversation)
+        completed += c
+        lags += lag
+        behind.append(r["behind_s"])
+    return {"completed": completed, "lags": lags, "behind": behind}
+
+
+def summary(n: int, runs: list[dict], label: str | None) -> dict:
+    completed = [c for r in runs for c in r["completed"]]
+    lags = [g for r in runs for g in r["lags"]]
+    behind = max(b for r in runs for b in r["behind"])
+    out = {"code": label} if label else {}
+    out.update(
+        {
+            "streams": n,
+            "completed_p50_s": round(percentile(completed, 50), 3),
+            "completed_p95_s": round(percentile(completed, 95), 3),
+            "utterances": len(completed),
+            "partial_lag_p50_s": round(percentile(lags, 50), 3),
+            "partial_lag_p95_s": round(percentile(lags, 95), 3),
+            "words_in_partials": len(lags),
+            "sender_behind_max_s": round(behind, 2),
+            "held": behind < 1.0 and percentile(completed, 95) <= 2.0,
+        }
+    )
+    return out
+
+
+def baseline_tree(ref: str, into: Path) -> Path:
+    """The repository's files at ``ref`` (``git archive``), to serve the baseline from."""
+    archive = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="whisper-tiny.en")
     parser.add_argument("--models", type=Path, default=REPO / "models")
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--lines", type=int, default=24)
+    parser.add_argument("--baseline", help="a git commit to compare with in the same run")
+    parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args(argv)
 
     from speakerscribe.audio import decode_audio, resample
@@ -110,54 +165,46 @@ def main(argv=None) -> int:
     conversation = synthesize(long_conversation(args.lines, seed=11), REPO / ".cache" / "speech", f"live_{args.lines}")
     samples = decode_audio(conversation.wav.read_bytes()).waveform.samples
     pcm24 = (np.clip(resample(samples, 16000, 24000), -1, 1) * 32767).astype("<i2").tobytes()
-    port = free_port()
     env = {
-        "ASR_MODEL": str(args.models / args.model),
-        "DIARIZATION_MODEL": str(args.models / "diarization"),
-        "PORT": str(port),
+        "ASR_MODEL": str(args.models.resolve() / args.model),
+        "DIARIZATION_MODEL": str(args.models.resolve() / "diarization"),
         "MAX_STREAMS": str(max(args.streams)),
         "HF_HUB_OFFLINE": "1",
         "PYANNOTE_METRICS_ENABLED": "false",
     }
-    log = REPO / ".cache" / "stream_latency_server.log"
-    server = start([sys.executable, "-m", "speakerscribe.server", "--log-level", "warning"], env, port, log)
-    url = f"ws://127.0.0.1:{port}/v1/realtime?intent=transcription"
+    command = [sys.executable, "-m", "speakerscribe.server", "--log-level", "warning"]
     print(f"conversation {conversation.duration:.1f} s, {len(conversation.turns)} utterances; model {args.model}")
-    try:
-        for n in args.streams:
-            barrier = threading.Barrier(n)
-            results = [{} for _ in range(n)]
-            threads = [threading.Thread(target=stream_once, args=(url, pcm24, r, barrier)) for r in results]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            completed, lags, behind = [], [], []
-            for r in results:
-                c, lag = measure(r["messages"], conversation)
-                completed += c
-                lags += lag
-                behind.append(r["behind_s"])
-            held = max(behind) < 1.0 and percentile(completed, 95) <= 2.0
-            print(
-                json.dumps(
-                    {
-                        "streams": n,
-                        "completed_p50_s": round(percentile(completed, 50), 3),
-                        "completed_p95_s": round(percentile(completed, 95), 3),
-                        "utterances": len(completed),
-                        "partial_lag_p50_s": round(percentile(lags, 50), 3),
-                        "partial_lag_p95_s": round(percentile(lags, 95), 3),
-                        "words_in_partials": len(lags),
-                        "sender_behind_max_s": round(max(behind), 2),
-                        "held": held,
+    servers, urls = [], {}
+    with tempfile.TemporaryDirectory(prefix="stream-baseline-") as tmp:
+        codes = [("ours", REPO)]
+        if args.baseline:
+            codes.insert(0, (f"baseline {args.baseline}", baseline_tree(args.baseline, Path(tmp))))
+        try:
+            for label, tree in codes:
+                port = free_port()
+                log = REPO / ".cache" / f"stream_latency_server{'_baseline' if tree != REPO else ''}.log"
+                servers.append(start(command, {**env, "PORT": str(port)}, port, log, cwd=tree))
+                urls[label] = f"ws://127.0.0.1:{port}/v1/realtime?intent=transcription"
+            for n in args.streams:
+                runs: dict[str, list[dict]] = {label: [] for label in urls}
+                for _ in range(args.repeats):
+                    for label, url in urls.items():
+                        runs[label].append(run_streams(url, pcm24, n, conversation))
+                rows = {label: summary(n, r, label if args.baseline else None) for label, r in runs.items()}
+                for row in rows.values():
+                    print(json.dumps(row), flush=True)
+                if args.baseline:
+                    ours, base = rows["ours"], rows[codes[0][0]]
+                    ratios = {
+                        k: round(ours[k] / base[k], 3)
+                        for k in ("completed_p50_s", "completed_p95_s", "partial_lag_p50_s")
+                        if base[k]
                     }
-                ),
-                flush=True,
-            )
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+                    print(json.dumps({"streams": n, "ours_over_baseline": ratios}), flush=True)
+        finally:
+            for server in servers:
+                server.terminate()
+                server.wait(timeout=30)
     return 0
 
 

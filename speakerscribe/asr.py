@@ -383,7 +383,7 @@ class WhisperEngine:
             return [*head, self.sot]
         return [*head, self.sot, self.lang_to_id[language], int(self.task_to_id[task])]
 
-    def generate(self, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0):
+    def generate(self, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0, check=None):
         """Greedy decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
         Greedy decoding runs in :func:`~speakerscribe.greedy.greedy_decode` (the same tokens, a fraction of the
@@ -391,6 +391,7 @@ class WhisperEngine:
         ``GenerationMixin.generate`` with Whisper's timestamp rules as a logits processor (timestamps in pairs, never
         decreasing, the first one within 1 s) and the model's suppressed tokens, instead of Whisper's own
         ``generate``, whose long-form machinery <= 30 s windows do not need.
+        ``check()`` (greedy only) runs before every decoding step and may raise to stop it.
         Returns (B, len(prompt) + new) token ids.
         """
         import torch
@@ -414,6 +415,7 @@ class WhisperEngine:
                 new_tokens,
                 stop_row=lambda tokens: ends_in_loop(text_token_ids(tokens[-_LOOP_TAIL:], eos)),
                 projection=self.projection,
+                check=check,
             )
         config = GenerationConfig(
             decoder_start_token_id=self.sot,
@@ -501,7 +503,8 @@ class WhisperEngine:
                     torch.manual_seed(FALLBACK_SEED)
                     sequences = self.generate(enc, prompt, assistant, temperature)
             else:
-                sequences = self.generate(enc, prompt, assistant, temperature)
+                check = clock.cancel.check if getattr(clock, "cancel", None) is not None else None
+                sequences = self.generate(enc, prompt, assistant, temperature, check=check)
             generated = [self._strip_prompt(s.tolist()[len(prompt) :]) for s in sequences]
         out = []
         for w, g in zip(windows, generated):

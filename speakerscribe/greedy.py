@@ -60,13 +60,16 @@ def greedy_decode(
     max_new_tokens: int,
     stop_row: Callable[[list[int]], bool] | None = None,
     projection: VocabProjection | None = None,
+    check: Callable[[], None] | None = None,
 ):
     """Decode every row of ``encoder_states`` (B, frames, d) greedily from ``prompt_ids`` (B, P).
 
     ``stop_row(generated)`` is asked after each text token of an unfinished row (``generated``: that row's tokens so
     far, timestamps included); True finishes the row as end-of-text would. Finished rows are padded with
     end-of-text. ``projection`` is the model's :class:`VocabProjection` (pass the same one every call: it keeps a
-    copy of the weight). Returns (B, P + steps) token ids, as ``generate`` does.
+    copy of the weight). ``check()`` runs before every step and stops the decoding by raising (a request's
+    cancellation token: a deadline or a client gone stops the work within one step, not one window). Returns
+    (B, P + steps) token ids, as ``generate`` does.
     """
     import torch
 
@@ -99,6 +102,8 @@ def greedy_decode(
     cache = None
     step_input = prompt_ids
     for step in range(max_new_tokens):
+        if check is not None:
+            check()
         out = decoder(input_ids=step_input, encoder_hidden_states=encoder_states, past_key_values=cache, use_cache=True)
         cache = out.past_key_values
         scores = project(out.last_hidden_state[:, -1]).float()

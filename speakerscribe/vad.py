@@ -113,6 +113,13 @@ class VadStream:
         """Samples received that do not complete a frame yet."""
         return len(self._pending)
 
+    def fork(self) -> VadStream:
+        """An independent copy that continues from here (to look ahead without moving this stream): ``feed``
+        replaces the state, context and pending arrays, never changes them in place, so sharing them is safe."""
+        twin = VadStream.__new__(VadStream)
+        twin.__dict__.update(self.__dict__)
+        return twin
+
     def feed(self, samples: np.ndarray) -> np.ndarray:
         """16 kHz float32 samples -> probabilities of the frames they complete."""
         torch = self._torch

@@ -164,3 +164,29 @@ def test_engine_decodes_with_the_tight_loop(random_models, monkeypatch):
     calls.clear()
     engine.transcribe(audio, [Span(0.0, 3.0)], AsrOptions(temperature=0.5, **no_retry))
     assert not calls
+
+
+def test_check_runs_before_every_step_and_its_exception_stops_decoding(random_models):
+    import torch
+
+    model = _load(random_models.whisper_en)
+    rules = TimestampRules.from_generation_config(model.generation_config)
+    states = torch.randn(2, model.config.max_source_positions, model.config.d_model)
+    prompt = _prompt(model, 2)
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def check():
+        calls.append(1)
+        if len(calls) == 5:
+            raise Stop
+
+    with torch.inference_mode(), pytest.raises(Stop):
+        greedy_decode(model, states, prompt, rules, 40, check=check)
+    assert len(calls) == 5
+    calls.clear()
+    with torch.inference_mode():
+        out = greedy_decode(model, states, prompt, rules, 3, check=lambda: calls.append(1))
+    assert len(calls) == out.shape[1] - prompt.shape[1] == 3

@@ -390,6 +390,54 @@ def test_stream_cli(live_server, meeting):
 
 
 @pytest.mark.slow
+def test_decodes_ahead_stop_when_the_waiting_audio_overtakes_them(handler, conversations):
+    """With the server's waiting audio in view (``session.pending``), a partial decode stops as soon as that audio
+    shows the speaker pausing, and a turn decoded ahead during a pause stops when it shows speech resuming; with
+    the opposite audio waiting, both run to the end."""
+    from speakerscribe.audio import decode_audio
+    from speakerscribe.stream.session import Overtaken, StreamOptions, StreamSession
+
+    conversation = conversations["meeting"]
+    samples = decode_audio(conversation.wav.read_bytes()).waveform.samples
+    first, third = conversation.turns[0], conversation.turns[2]
+    silence = np.zeros(4800, dtype=np.float32)
+    # 0.5 s of the third utterance ending at its loudest 64 ms: speech up to the last frame
+    ends = np.arange(int((third.start + 0.6) * 16000), int((third.end - 0.1) * 16000), 512)
+    loudest = max(ends, key=lambda e: float(np.sqrt(np.mean(samples[e - 1024 : e] ** 2))))
+    speech = samples[loudest - 8000 : loudest]
+
+    def session_at(seconds: float) -> StreamSession:
+        session = StreamSession(handler.transcriber, StreamOptions())
+        end = int(seconds * 16000)
+        for i in range(0, end, 1600):
+            session.append(samples[i : min(i + 1600, end)])
+        return session
+
+    # mid-utterance: a partial decode
+    session = session_at((first.start + first.end) / 2)
+    assert session.in_turn and session.silence_frames == 0
+    audio = session._audio(session.turn_start, session.received)
+    session.pending = lambda: [silence]
+    with pytest.raises(Overtaken):
+        session._decode(audio, session.partial_options, False, session._lookahead())
+    cost, words = session.partial_cost, session.agreement.text
+    assert session.partial() == [] and session.partial_cost == cost and session.agreement.text == words
+    session.pending = lambda: [speech]
+    session.partial_at = session.turn_start
+    session.partial()
+    assert session.partial_cost > cost  # decoded to the end this time
+
+    # just after the utterance: the turn is decoded ahead during the pause
+    session = session_at(first.end + 0.2)
+    assert session.in_turn and 1 <= session.silence_frames < session._silence_needed
+    session.pending = lambda: [speech]
+    assert session.idle() == [] and session.early is None
+    session.pending = lambda: [silence]
+    session.idle()
+    assert session.early is not None and session.early[1] is not None and session.early[1].text.strip()
+
+
+@pytest.mark.slow
 def test_partial_decodes_keep_to_their_share_of_the_time(handler, conversations):
     """A partial waits for PARTIAL_DUTY times as much new audio as the last one took to decode (at least
     partial_every_s), so partials never hold the CPU when the turn ends and its final decode is due."""
@@ -402,9 +450,9 @@ def test_partial_decodes_keep_to_their_share_of_the_time(handler, conversations)
     session = StreamSession(handler.transcriber, StreamOptions())
     decode, partials = session._decode, []
 
-    def timed(audio, options, words):
+    def timed(audio, options, words, lookahead=None):
         started = time.perf_counter()
-        out = decode(audio, options, words)
+        out = decode(audio, options, words, lookahead)
         if not words:  # partials decode without word times
             partials.append((session.item_id, session.received, time.perf_counter() - started))
         return out

@@ -15,6 +15,7 @@ on; a session that is idle past ``STREAM_IDLE_TIMEOUT_S`` or reaches ``MAX_STREA
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from dataclasses import dataclass
@@ -148,6 +149,9 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
     send_lock = asyncio.Lock()
     queue: asyncio.Queue = asyncio.Queue()
     backlog = {"samples": 0}
+    # the audio of the Append commands queued and not processed yet, oldest first: decodes ahead look at it to stop
+    # early (a partial when the speaker pauses, a turn decoded ahead when speech resumes; see StreamSession.pending)
+    waiting: collections.deque = collections.deque()
     drained = asyncio.Event()
     drained.set()
     info: dict[str, Any] = {"protocol": protocol.name, "audio_s": 0.0, "turns": 0, "errors": 0}
@@ -170,7 +174,9 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
         return [m for e in events for m in protocol.encode(e)]
 
     def new_session(opts: StreamOptions) -> StreamSession:
-        return StreamSession(transcriber, opts, settings.max_stream_seconds, id_prefix=f"item_{id(websocket):x}")
+        session = StreamSession(transcriber, opts, settings.max_stream_seconds, id_prefix=f"item_{id(websocket):x}")
+        session.pending = lambda: list(waiting)  # list() of a deque copies it at once, safe from another thread
+        return session
 
     try:
         holder["session"] = await anyio.to_thread.run_sync(new_session, options)
@@ -209,6 +215,7 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
                 continue
             for command in commands:
                 if isinstance(command, Append):
+                    waiting.append(command.samples)
                     backlog["samples"] += len(command.samples)
                     if backlog["samples"] > QUEUED_AUDIO_S * SAMPLE_RATE:
                         drained.clear()
@@ -234,6 +241,7 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
             holder["busy"] = True
             try:
                 if isinstance(command, Append):
+                    waiting.popleft()
                     info["audio_s"] += len(command.samples) / SAMPLE_RATE
                     backlog["samples"] -= len(command.samples)
                     if backlog["samples"] <= QUEUED_AUDIO_S * SAMPLE_RATE / 2:

@@ -125,6 +125,47 @@ class StreamLimit(InputError):
     """The session reached its audio limit."""
 
 
+class Overtaken(Exception):
+    """A decode ahead of the audio was stopped: audio that arrived meanwhile makes its result useless."""
+
+
+class _Lookahead:
+    """Between decoding steps, a look at the audio the server holds for the session but has not appended yet
+    (``pending()``: the blocks, oldest first), through a fork of the session's VAD (the session's own VAD does not
+    move). A partial decode is stopped once the newest frame is silence (the speaker is pausing: the turn may be
+    ending, and its final decode must not wait for a partial); a turn decoded ahead during a pause is stopped once
+    speech resumes before the pause is long enough to end the turn (that decode would be thrown away).
+
+    Used as a :class:`~speakerscribe.timing.StageTimer`'s token: ``check`` runs as each stage starts and before
+    every greedy decoding step, and raises :class:`Overtaken`."""
+
+    def __init__(self, vad, pending, low: float, silence_left: int | None = None):
+        self.vad = vad.fork()
+        self.pending = pending
+        self.low = low
+        self.silence_left = silence_left  # None: stop at a pause; n: stop at speech within the next n frames
+        self.seen = 0
+
+    def check(self) -> None:
+        blocks = self.pending()
+        fresh, self.seen = blocks[self.seen :], len(blocks)
+        if not fresh:
+            return
+        probs = self.vad.feed(np.concatenate(fresh))
+        if probs.size == 0:
+            return
+        if self.silence_left is None:
+            if probs[-1] < self.low:
+                raise Overtaken("the speaker paused")
+            return
+        if self.silence_left <= 0:
+            return  # the pause already ends the turn: what is decoded will be used
+        speech = np.flatnonzero(probs >= self.low)
+        if speech.size and speech[0] < self.silence_left:
+            raise Overtaken("speech resumed")
+        self.silence_left -= probs.size
+
+
 class StreamSession:
     def __init__(self, transcriber, options: StreamOptions, max_seconds: float = 3600.0, id_prefix: str = "item"):
         from ..vad import new_stream
@@ -143,6 +184,9 @@ class StreamSession:
         self.detection = detection
         self.speakers = OnlineSpeakers(options.speaker_threshold) if self._can_embed() else None
         self.id_prefix = id_prefix
+        # set by a server: the audio received for this session and not appended yet (blocks, oldest first), which
+        # decodes ahead look at to stop early (see _Lookahead); None: no look ahead
+        self.pending = None
         self.items = 0
         self.last_item: str | None = None
         self.received = 0  # samples in the whole session
@@ -202,14 +246,23 @@ class StreamSession:
                 events = self.commit()  # an uncommitted buffer past 20 turns' length is committed
         return events
 
+    @property
+    def _silence_needed(self) -> int:
+        """Silent frames that end a turn."""
+        return max(1, round(self.detection.silence_duration_ms / 1000 * SAMPLE_RATE / FRAME))
+
+    @property
+    def _low(self) -> float:
+        """Below this speech probability a frame is silence (hysteresis under ``threshold``)."""
+        return max(0.0, self.detection.threshold - 0.15)
+
     def _detect(self, probs: np.ndarray) -> list:
         d = self.detection
         events: list = []
         # frames count from the session start (frame k covers samples [512 k, 512 (k + 1))); every sample
         # received but the VAD's pending remainder is in a complete frame
         frame0 = (self.received - self.vad.pending) // FRAME - len(probs)
-        silence_needed = max(1, round(d.silence_duration_ms / 1000 * SAMPLE_RATE / FRAME))
-        low = max(0.0, d.threshold - 0.15)
+        silence_needed, low = self._silence_needed, self._low
         for k, p in enumerate(probs):
             frame = frame0 + k
             if not self.in_turn:
@@ -254,12 +307,17 @@ class StreamSession:
         prompt = f"{self.options.prompt} {recent}" if self.options.prompt else recent
         return dataclasses.replace(options, prompt=prompt.strip())
 
-    def _decode(self, samples: np.ndarray, options: AsrOptions, words: bool) -> Transcript:
+    def _decode(self, samples: np.ndarray, options: AsrOptions, words: bool, lookahead=None) -> Transcript:
         options = self._context(options)
         waveform = Waveform(samples)
         windows = plan_windows([Span(0.0, waveform.duration)], samples, 30.0)
         plan = DecodePlan(batch_size=4, assisted=False, word_timestamps=words)
-        return self.models.asr.transcribe(waveform, windows, options, plan, None, StageTimer())
+        return self.models.asr.transcribe(waveform, windows, options, plan, None, StageTimer(cancel=lookahead))
+
+    def _lookahead(self, silence_left: int | None = None) -> _Lookahead | None:
+        if self.vad is None or self.pending is None:
+            return None
+        return _Lookahead(self.vad, self.pending, self._low, silence_left)
 
     def partial(self) -> list:
         """A partial decode of the turn being spoken, when ``partial_every_s`` of new audio arrived since the last
@@ -278,7 +336,12 @@ class StreamSession:
         if len(audio) < max(MIN_TURN_S, self.options.partial_min_s) * SAMPLE_RATE:
             return []
         started = time.perf_counter()
-        words = split_words(self._decode(audio, self.partial_options, words=False).text)
+        try:
+            words = split_words(
+                self._decode(audio, self.partial_options, words=False, lookahead=self._lookahead()).text
+            )
+        except Overtaken:
+            return []
         self.partial_cost = time.perf_counter() - started
         new = self.agreement.update(words)
         return [Delta(self.item_id, "".join(new))] if new else []
@@ -292,7 +355,11 @@ class StreamSession:
         end = self._speech_end()
         if self.early is None or self.early[0] != end:
             audio = self._audio(self.turn_start, end)
-            self.early = (end, self._final_decode(audio), self._embedding(audio))
+            try:
+                transcript = self._final_decode(audio, self._lookahead(self._silence_needed - self.silence_frames))
+            except Overtaken:
+                return []
+            self.early = (end, transcript, self._embedding(audio))
         return []
 
     def _speech_end(self) -> int:
@@ -300,10 +367,10 @@ class StreamSession:
         last_frame = (self.received - self.vad.pending) // FRAME - 1
         return (last_frame + 1) * FRAME - self.silence_frames * FRAME + FRAME
 
-    def _final_decode(self, audio: np.ndarray) -> Transcript | None:
+    def _final_decode(self, audio: np.ndarray, lookahead=None) -> Transcript | None:
         if len(audio) < MIN_TURN_S * SAMPLE_RATE:
             return None
-        return self._decode(audio, self.asr_options, words=True)
+        return self._decode(audio, self.asr_options, words=True, lookahead=lookahead)
 
     def _complete(self, end: int) -> list:
         """The current turn, [turn_start, end), decoded, labelled and completed."""
