@@ -3,6 +3,7 @@ Speed itself is measured by the scripts, never asserted here."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -82,6 +83,15 @@ def test_greedy_loop_compares_with_generate(real_models):
     rows = re.findall(r"\| whisper-tiny.en \| 4 s \| (\d) \| [\d.]+ \| [\d.]+ \| ([\d.]+) \|", out)
     assert [r[0] for r in rows] == ["1", "2"] and all(float(r[1]) > 0 for r in rows)
     assert "identical tokens everywhere" in out
+
+
+def test_stream_latency_compares_with_a_baseline_commit(real_models):
+    out = run("benchmarks/stream_latency.py", "--streams", "1", "--lines", "3", "--baseline", "HEAD", "--repeats", "1")
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    codes = [r.get("code") for r in rows if "completed_p50_s" in r]
+    assert codes == ["baseline HEAD", "ours"], out
+    assert all(r["utterances"] >= 2 and r["completed_p50_s"] > 0 for r in rows if "completed_p50_s" in r), out
+    assert rows[-1]["ours_over_baseline"]["completed_p50_s"] > 0, out
 
 
 def test_null_pipeline_timestamps_are_filled_before_scoring():

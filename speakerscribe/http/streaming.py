@@ -7,7 +7,8 @@ processor runs each command in a worker thread and sends the events. The receive
 layer keeps answering pings) until ``QUEUED_AUDIO_S`` of audio wait unprocessed; past that it stops reading (TCP
 back-pressure) until the processor catches up: a client may send a whole file at once. When the queue is empty and
 a turn is being spoken, the processor runs :meth:`StreamSession.idle` (a partial decode, or the final decode ahead of
-time while the speaker pauses). A bad message gets an error event and the session goes
+time while the speaker pauses); audio that arrives meanwhile is visible to that decode (``StreamSession.pending``),
+which stops early when the audio makes it useless. A bad message gets an error event and the session goes
 on; a session that is idle past ``STREAM_IDLE_TIMEOUT_S`` or reaches ``MAX_STREAM_SECONDS`` of audio is finished
 (its summary sent) and closed. Messages over ``MAX_MESSAGE_MB`` are refused by the WebSocket layer (close 1009).
 """
