@@ -422,6 +422,9 @@ def test_decodes_ahead_stop_when_the_waiting_audio_overtakes_them(handler, conve
         session._decode(audio, session.partial_options, False, session._lookahead())
     cost, words = session.partial_cost, session.agreement.text
     assert session.partial() == [] and session.partial_cost == cost and session.agreement.text == words
+    session.pending = lambda: [speech] * 5  # 2.5 s waiting: the client is ahead, a partial would be stale
+    with pytest.raises(Overtaken, match="waiting"):
+        session._decode(audio, session.partial_options, False, session._lookahead())
     session.pending = lambda: [speech]
     session.partial_at = session.turn_start
     session.partial()

@@ -46,6 +46,9 @@ MIN_TURN_S = 0.1  # shorter committed audio is completed with an empty transcrip
 # with several streams on one machine, partials slow down before finals do
 PARTIAL_DUTY = 2.0
 SILENT_FRAMES_SKIP = 1  # one 32 ms frame of silence in a turn: no partial; the turn is decoded ahead instead
+# a partial decode stops when more than this much audio has arrived while it ran (the client is ahead of the session,
+# the partial would be stale); this also bounds the VAD work of looking ahead
+LOOKAHEAD_MAX_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -144,22 +147,27 @@ class _Lookahead:
         self.pending = pending
         self.low = low
         self.silence_left = silence_left  # None: stop at a pause; n: stop at speech within the next n frames
-        self.seen = 0
+        self.seen = 0  # blocks of pending() looked at
+        self.heard = 0  # samples looked at
 
     def check(self) -> None:
+        if self.silence_left is not None and self.silence_left <= 0:
+            return  # the pause already ends the turn: what is decoded will be used
         blocks = self.pending()
         fresh, self.seen = blocks[self.seen :], len(blocks)
         if not fresh:
             return
-        probs = self.vad.feed(np.concatenate(fresh))
-        if probs.size == 0:
-            return
+        audio = np.concatenate(fresh)
         if self.silence_left is None:
-            if probs[-1] < self.low:
+            self.heard += len(audio)
+            if self.heard > LOOKAHEAD_MAX_S * SAMPLE_RATE:
+                # the client sends faster than the session decodes: a partial now is stale before it is sent
+                raise Overtaken("audio is waiting")
+            probs = self.vad.feed(audio)
+            if probs.size and probs[-1] < self.low:
                 raise Overtaken("the speaker paused")
             return
-        if self.silence_left <= 0:
-            return  # the pause already ends the turn: what is decoded will be used
+        probs = self.vad.feed(audio[: self.silence_left * FRAME + FRAME])  # only the frames that can still matter
         speech = np.flatnonzero(probs >= self.low)
         if speech.size and speech[0] < self.silence_left:
             raise Overtaken("speech resumed")
