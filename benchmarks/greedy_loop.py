@@ -24,51 +24,17 @@ sys.path.insert(0, str(REPO))
 
 
 def tight_loop(engine, states, ids, limit):
-    from speakerscribe.asr import _LOOP_TAIL
     from speakerscribe.greedy import greedy_decode
-    from speakerscribe.whisper_tokens import ends_in_loop, text_token_ids
 
-    eos = engine.eos
-    return greedy_decode(
-        engine.model,
-        states,
-        ids,
-        engine.timestamp_rules,
-        limit,
-        stop_row=lambda t: ends_in_loop(text_token_ids(t[-_LOOP_TAIL:], eos)),
-        projection=engine.projection,
-    )
+    rules, stop = engine.timestamp_rules, engine.ends_in_loop
+    return greedy_decode(engine.model, states, ids, rules, limit, stop_row=stop, projection=engine.projection)
 
 
 def transformers_generate(engine, states, ids, limit):
     """The engine's greedy ``generate`` call before the tight loop."""
-    from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
-    from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
-    from transformers.generation.utils import GenerationMixin
     from transformers.modeling_outputs import BaseModelOutput
 
-    from speakerscribe.asr import _StopOnLoop
-
-    gen, eos, p = engine.model.generation_config, engine.eos, ids.shape[1]
-    config = GenerationConfig(
-        decoder_start_token_id=engine.sot,
-        eos_token_id=eos,
-        pad_token_id=eos,
-        bos_token_id=eos,
-        do_sample=False,
-        num_beams=1,
-        max_length=p + limit,
-        suppress_tokens=list(gen.suppress_tokens or []) or None,
-        begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
-    )
-    return GenerationMixin.generate(
-        engine.model,
-        encoder_outputs=BaseModelOutput(last_hidden_state=states),
-        decoder_input_ids=ids,
-        generation_config=config,
-        logits_processor=LogitsProcessorList([WhisperTimeStampLogitsProcessor(gen, begin_index=p)]),
-        stopping_criteria=StoppingCriteriaList([_StopOnLoop(p, eos)]),
-    )
+    return engine.generate_with_transformers(BaseModelOutput(last_hidden_state=states), ids, limit)
 
 
 def main(argv=None) -> int:

@@ -384,39 +384,50 @@ class WhisperEngine:
         return [*head, self.sot, self.lang_to_id[language], int(self.task_to_id[task])]
 
     def generate(self, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0, check=None):
-        """Greedy decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
+        """Decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
         Greedy decoding runs in :func:`~speakerscribe.greedy.greedy_decode` (the same tokens, a fraction of the
-        per-step overhead). Sampling, the draft model, the static cache and forced token counts call the generic
-        ``GenerationMixin.generate`` with Whisper's timestamp rules as a logits processor (timestamps in pairs, never
-        decreasing, the first one within 1 s) and the model's suppressed tokens, instead of Whisper's own
-        ``generate``, whose long-form machinery <= 30 s windows do not need.
-        ``check()`` (greedy only) runs before every decoding step and may raise to stop it.
-        Returns (B, len(prompt) + new) token ids.
+        per-step overhead); sampling, the draft model, the static cache and forced token counts go through
+        :meth:`generate_with_transformers`. ``check()`` (greedy only) runs before every decoding step and may raise
+        to stop it. Returns (B, len(prompt) + new) token ids.
         """
         import torch
-        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
-        from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
-        from transformers.generation.utils import GenerationMixin
 
-        gen = self.model.generation_config
         batch = encoder_outputs.last_hidden_state.shape[0]
         ids = torch.tensor([prompt], device=self.placement.device, dtype=torch.long).repeat(batch, 1)
         # one position stays free for the end-of-text token the scoring pass appends
         limit = self.model.config.max_target_positions - 1
         new_tokens = min(self.max_new_tokens or limit, limit - len(prompt))
         if temperature <= 0 and assistant is None and not self.static_cache and self.min_new_tokens is None:
-            eos = self.eos
             return greedy_decode(
                 self.model,
                 encoder_outputs.last_hidden_state,
                 ids,
                 self.timestamp_rules,
                 new_tokens,
-                stop_row=lambda tokens: ends_in_loop(text_token_ids(tokens[-_LOOP_TAIL:], eos)),
+                stop_row=self.ends_in_loop,
                 projection=self.projection,
                 check=check,
             )
+        return self.generate_with_transformers(encoder_outputs, ids, new_tokens, assistant, temperature)
+
+    def ends_in_loop(self, generated: list[int]) -> bool:
+        """Whether a row's generated tokens (timestamps included) end in a repetition loop: the stop criterion of
+        both decoding paths, over the last ``_LOOP_TAIL`` tokens."""
+        return ends_in_loop(text_token_ids(generated[-_LOOP_TAIL:], self.eos))
+
+    def generate_with_transformers(self, encoder_outputs, ids, new_tokens: int, assistant=None, temperature=0.0):
+        """The generic ``GenerationMixin.generate`` from ``ids`` (B, P) for ``new_tokens`` at most, with Whisper's
+        timestamp rules as a logits processor (timestamps in pairs, never decreasing, the first one within 1 s), the
+        model's suppressed tokens and the stop-on-loop criterion, instead of Whisper's own ``generate``, whose
+        long-form machinery <= 30 s windows do not need. Greedy, it is what the tight loop must equal
+        (``tests/test_greedy.py``, ``benchmarks/greedy_loop.py``)."""
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+        from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
+        from transformers.generation.utils import GenerationMixin
+
+        gen = self.model.generation_config
+        prompt_length = ids.shape[1]
         config = GenerationConfig(
             decoder_start_token_id=self.sot,
             eos_token_id=self.eos,
@@ -426,18 +437,18 @@ class WhisperEngine:
             temperature=temperature if temperature > 0 else None,
             top_k=0 if temperature > 0 else None,
             num_beams=1,
-            max_length=len(prompt) + new_tokens,
+            max_length=prompt_length + new_tokens,
             min_new_tokens=self.min_new_tokens,
             suppress_tokens=list(gen.suppress_tokens or []) or None,
             begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
         )
-        timestamps = WhisperTimeStampLogitsProcessor(gen, begin_index=len(prompt))
+        timestamps = WhisperTimeStampLogitsProcessor(gen, begin_index=prompt_length)
         if self.static_cache and assistant is None:
             # a fixed-size KV cache: with CUDA, transformers compiles the decoder step for it (CUDA graphs)
             config.cache_implementation = "static"
         kwargs = {"assistant_model": assistant} if assistant is not None else {}
         if self.min_new_tokens is None:  # forced token counts (benchmarks) must not stop early
-            kwargs["stopping_criteria"] = StoppingCriteriaList([_StopOnLoop(len(prompt), self.eos)])
+            kwargs["stopping_criteria"] = StoppingCriteriaList([_StopOnLoop(prompt_length, self.eos)])
         with self._generate_lock:
             return GenerationMixin.generate(
                 self.model,
@@ -503,7 +514,7 @@ class WhisperEngine:
                     torch.manual_seed(FALLBACK_SEED)
                     sequences = self.generate(enc, prompt, assistant, temperature)
             else:
-                check = clock.cancel.check if getattr(clock, "cancel", None) is not None else None
+                check = clock.cancel.check if clock.cancel is not None else None
                 sequences = self.generate(enc, prompt, assistant, temperature, check=check)
             generated = [self._strip_prompt(s.tolist()[len(prompt) :]) for s in sequences]
         out = []
