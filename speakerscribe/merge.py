@@ -249,6 +249,63 @@ def widen_to_turns(utterances: list[Utterance], turns) -> list[Utterance]:
     ]
 
 
+def trim_to_speech(utterances: list[Utterance], starts: np.ndarray, ends: np.ndarray) -> list[Utterance]:
+    """Entries cut down to the time where somebody is heard: ``starts``/``ends`` are sorted disjoint spans of
+    speech (the diarizer's turns, overlapped ones included, united with the speech detector's regions).
+
+    Cross-attention alignment leaves no gaps between words: a word before a pause ends where the next one starts,
+    so an entry spans its speaker's pauses and the silence before the next person. Each word's span is cut to the
+    span of speech it overlaps most (a word that overlaps none keeps its own: Whisper heard what the detectors
+    missed), an
+    entry starts and ends with its words' cut spans, and it is split between two of its words wherever no single
+    span of speech joins them. Words and text are never dropped, changed or moved to another entry: the pieces of
+    an entry hold its words in order. Entries without word times are returned as they are. Vectorised over words.
+    """
+    if not utterances or starts.size == 0 or not any(u.words for u in utterances):
+        return utterances
+    words = [w for u in utterances for w in u.words]
+    owner = np.repeat(np.arange(len(utterances)), [len(u.words) for u in utterances])
+    a = np.fromiter((w.start for w in words), dtype=np.float64, count=len(words))
+    b = np.maximum(np.fromiter((w.end for w in words), dtype=np.float64, count=len(words)), a)
+    # the speech spans a word overlaps are first..last (none when last < first)
+    first = np.searchsorted(ends, a, side="right")
+    last = np.searchsorted(starts, b, side="left") - 1
+    heard = last >= first
+    lo = np.where(heard, np.maximum(a, starts[np.clip(first, 0, starts.size - 1)]), a)
+    hi = np.where(heard, np.minimum(b, ends[np.clip(last, 0, None)]), b)
+    # a word over a pause (it overlaps several spans) keeps the span it overlaps most: the aligner stretches a word
+    # over the silence after it, or starts it early, rather than saying it in two parts
+    multi = np.flatnonzero(last > first)
+    if multi.size:
+        counts = last[multi] - first[multi] + 1
+        group = np.cumsum(counts) - counts
+        word = np.repeat(multi, counts)
+        span = first[word] + np.arange(counts.sum()) - np.repeat(group, counts)
+        overlap = np.minimum(b[word], ends[span]) - np.maximum(a[word], starts[span])
+        best = span[np.lexsort((-overlap, word))[group]]
+        lo[multi] = np.maximum(a[multi], starts[best])
+        hi[multi] = np.minimum(b[multi], ends[best])
+    # a word stays with the previous word of its entry when they touch or one span of speech covers the time
+    # between them (the spans are disjoint, so only the span that starts last before the gap can)
+    gap_lo, gap_hi = np.concatenate([[0.0], hi[:-1]]), lo
+    k = np.clip(np.searchsorted(starts, gap_lo, side="right") - 1, 0, None)
+    joined = (gap_hi <= gap_lo) | ((starts[k] <= gap_lo) & (ends[k] >= gap_hi))
+    new_entry = np.concatenate([[True], owner[1:] != owner[:-1]]) | ~joined
+    bounds = np.flatnonzero(new_entry).tolist() + [len(words)]
+    pieces: dict[int, list[tuple[int, int]]] = {}
+    for i, j in zip(bounds[:-1], bounds[1:]):
+        pieces.setdefault(int(owner[i]), []).append((i, j))
+    out: list[Utterance] = []
+    for n, u in enumerate(utterances):
+        for i, j in pieces.get(n, ()):
+            mine = tuple(words[i:j]) if len(pieces[n]) > 1 else u.words
+            text = "".join(w.text for w in mine) if len(pieces[n]) > 1 else u.text
+            out.append(Utterance(u.speaker, round(float(lo[i:j].min()), 3), round(float(hi[i:j].max()), 3), text, mine))
+        if not u.words:
+            out.append(u)
+    return out
+
+
 def _with_speaker(word: Word, speaker: str) -> Word:
     return Word(word.text, word.start, word.end, word.probability, speaker)
 

@@ -15,17 +15,26 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
+
 from .asr import DecodePlan, WhisperEngine
 from .cancel import CancelToken
 from .diarize import SpeakerDiarizer
 from .errors import CapacityError, InputError, RequestCancelled, short_message
-from .merge import attribute_chunks, attribute_words, group_by_speaker, widen_to_turns
+from .merge import (
+    attribute_chunks,
+    attribute_words,
+    group_by_speaker,
+    trim_to_speech,
+    union_intervals,
+    widen_to_turns,
+)
 from .options import AttributionOptions, RequestOptions, SpeechOptions, VadOptions
 from .records import Chunk, Diarization, Result, Span, SpeakerTurn, Transcript, Utterance, Waveform
 from .runtime import Placement
 from .speaker_names import MIN_REFERENCE_SPEECH_S, Reference
 from .timing import StageHook, StageTimer
-from .vad import SileroVAD, speech_regions
+from .vad import SileroVAD, heard_only_briefly, speech_regions
 from .windows import plan_windows, uncovered
 
 logger = logging.getLogger(__name__)
@@ -120,19 +129,43 @@ class Transcriber:
 
     def speech(self, waveform: Waveform, options: SpeechOptions) -> list[Span]:
         """Speech regions (seconds); the whole audio when the VAD is off."""
+        return self._speech(waveform, options)[0]
+
+    def _speech(self, waveform: Waveform, options: SpeechOptions) -> tuple[list[Span], bool]:
+        """Speech regions, and whether the VAD heard speech only in moments too brief to make a region
+        (:func:`speakerscribe.vad.heard_only_briefly`)."""
         if self.models.vad is None or not options.vad_filter:
-            return [Span(0.0, waveform.duration)] if waveform.duration > 0 else []
-        return speech_regions(self.models.vad.probabilities(waveform.samples), waveform.duration, self.vad_options)
+            return ([Span(0.0, waveform.duration)] if waveform.duration > 0 else []), False
+        probs = self.models.vad.probabilities(waveform.samples)
+        regions = speech_regions(probs, waveform.duration, self.vad_options)
+        return regions, heard_only_briefly(probs, regions, self.vad_options)
+
+    def speech_for_whisper(self, waveform: Waveform, options: SpeechOptions) -> tuple[list[Span], bool]:
+        """The audio Whisper hears: the speech regions, or the whole audio when the VAD heard speech only briefly
+        (then Whisper's own no-speech and log-probability tests decide, as without the VAD; True is returned).
+        Silence and steady noise never reach the threshold and still give nothing."""
+        regions, brief = self._speech(waveform, options)
+        return ([Span(0.0, waveform.duration)], True) if brief else (regions, False)
 
     @staticmethod
     def attribute(
-        chunks: tuple[Chunk, ...], turns: tuple[SpeakerTurn, ...], options: AttributionOptions, words: bool
+        chunks: tuple[Chunk, ...],
+        turns: tuple[SpeakerTurn, ...],
+        options: AttributionOptions,
+        words: bool,
+        heard: tuple[SpeakerTurn | Span, ...] = (),
     ) -> list[Utterance]:
-        """Speaker entries: cut at speaker changes between words (``entries: "split"``, when word times exist)
-        and widened to the speakers' turns, or one per chunk; then grouped if asked."""
+        """Speaker entries: cut at speaker changes between words (``entries: "split"``, when word times exist),
+        cut down to the time where speech was ``heard`` (any diarized turn or speech region; nothing is cut when
+        none is given) and widened to the speakers' turns; or one per chunk. Then grouped if asked."""
         split = words and (options.show_words or options.entries == "split")
         if split:
-            utterances = widen_to_turns(attribute_words(chunks, turns), turns)
+            utterances = attribute_words(chunks, turns)
+            if heard:
+                starts = np.array([h.start for h in heard], dtype=np.float64)
+                ends = np.array([h.end for h in heard], dtype=np.float64)
+                utterances = trim_to_speech(utterances, *union_intervals(starts, ends))
+            utterances = widen_to_turns(utterances, turns)
         else:
             utterances = attribute_chunks(chunks, turns)
         return group_by_speaker(utterances) if options.group_by_speaker else utterances
@@ -174,7 +207,7 @@ class Transcriber:
 
         report("speech", 0, 1)
         with timer("vad"):
-            regions = self.speech(waveform, options.speech)
+            regions, whole = self.speech_for_whisper(waveform, options.speech)
         report("speech", 1, 1)
         windows = plan_windows(regions, waveform.samples, options.windows.chunk_length_s)
         plan = self.plan(options, windows)
@@ -205,11 +238,19 @@ class Transcriber:
                 warnings.append(f"diarization failed ({error}); the transcript is complete but has no speakers")
         if diarization is not None and self.second_look:
             transcript = self._second_look(waveform, diarization, transcript, options, plan, timer)
+        if whole and transcript.text.strip():
+            warnings.append(
+                "the speech detector heard speech only in moments too short for a region (quiet or distant speech, "
+                "or noise); the whole audio was transcribed and Whisper's own no-speech test kept this text"
+            )
         with timer("merge"):
             utterances = []
             if diarization is not None and transcript.chunks:
                 turns = diarization.exclusive or diarization.turns
-                utterances = self.attribute(transcript.chunks, turns, options.attribution, plan.word_timestamps)
+                heard = tuple(diarization.turns) + tuple(regions)
+                utterances = self.attribute(
+                    transcript.chunks, turns, options.attribution, plan.word_timestamps, heard=heard
+                )
         return Result(
             transcript=transcript,
             duration=waveform.duration,

@@ -12,8 +12,9 @@ from speakerscribe.merge import (
     build_timeline,
     group_by_speaker,
     overlap_matrix,
+    trim_to_speech,
 )
-from speakerscribe.records import Chunk, SpeakerTurn, Word
+from speakerscribe.records import Chunk, SpeakerTurn, Utterance, Word
 
 
 def turns(*spec):
@@ -125,3 +126,42 @@ def test_group_by_speaker_merges_consecutive_entries():
 def test_zero_length_piece_inside_a_turn_belongs_to_that_turn():
     t = turns((0, 10, "A"), (10.5, 11, "B"))
     assert [u.speaker for u in attribute_chunks([Chunk(9.9, 9.9, " x"), Chunk(10.7, 10.7, " y")], t)] == ["A", "B"]
+
+
+def spans(*pairs):
+    return np.array([p[0] for p in pairs], dtype=float), np.array([p[1] for p in pairs], dtype=float)
+
+
+def entry(speaker, *words):
+    ws = tuple(Word(text, a, b, None, speaker) for text, a, b in words)
+    return Utterance(speaker, ws[0].start, ws[-1].end, "".join(w.text for w in ws), ws)
+
+
+def test_trim_cuts_the_pause_out_of_an_entry_and_splits_it_there():
+    # the aligner stretched " well" over a 2 s pause: speech is heard 0-1.2 and 3.2-4.0 only
+    u = entry("A", (" So", 0.0, 0.5), (" well", 0.5, 3.2), (" yes", 3.2, 4.0))
+    out = trim_to_speech([u], *spans((0.0, 1.2), (3.2, 4.0)))
+    assert [(x.start, x.end, x.text) for x in out] == [(0.0, 1.2, " So well"), (3.2, 4.0, " yes")]
+    assert [w for x in out for w in x.words] == list(u.words)  # words unchanged, in order, none lost
+
+
+def test_trim_keeps_words_no_detector_heard_and_entries_without_words():
+    heard = spans((5.0, 6.0))
+    quiet = entry("B", (" OK.", 1.0, 2.5))  # overlaps no speech: Whisper heard it, keep its own span
+    chunk_only = Utterance("A", 7.0, 8.0, " x")
+    out = trim_to_speech([quiet, chunk_only], *heard)
+    assert [(x.start, x.end, x.text) for x in out] == [(1.0, 2.5, " OK."), (7.0, 8.0, " x")]
+
+
+def test_trim_one_span_of_speech_keeps_the_entry_whole_and_clips_its_edges():
+    u = entry("A", (" a", 0.0, 1.0), (" b", 1.0, 2.0), (" c", 2.0, 3.5))
+    out = trim_to_speech([u], *spans((0.4, 3.0)))
+    assert [(x.start, x.end, x.text) for x in out] == [(0.4, 3.0, " a b c")]
+    assert out[0].words == u.words
+
+
+def test_trim_gives_a_word_over_a_pause_the_speech_it_overlaps_most():
+    u = entry("A", (" one", 0.0, 0.4), (" two", 0.4, 2.6), (" three", 2.6, 3.0))
+    # " two" overlaps 0.4-0.6 (0.2 s) and 2.0-3.0 (0.6 s): it belongs with " three"
+    out = trim_to_speech([u], *spans((0.0, 0.6), (2.0, 3.0)))
+    assert [(x.start, x.end, x.text) for x in out] == [(0.0, 0.4, " one"), (2.0, 3.0, " two three")]

@@ -3,10 +3,19 @@ and ties are real ties, comparable with a brute-force reference."""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speakerscribe.merge import assign, attribute_chunks, attribute_words, build_timeline, group_by_speaker
+from speakerscribe.merge import (
+    assign,
+    attribute_chunks,
+    attribute_words,
+    build_timeline,
+    group_by_speaker,
+    trim_to_speech,
+    union_intervals,
+)
 from speakerscribe.records import Chunk, SpeakerTurn, Word
 
 LABELS = ["SPEAKER_00", "SPEAKER_01", "SPEAKER_02", "SPEAKER_03"]
@@ -141,6 +150,53 @@ def test_grouping_invariants(turns, chunks):
 @given(chunks_strategy())
 def test_no_turns_means_no_speakers(chunks):
     assert attribute_words(chunks, []) == [] and attribute_chunks(chunks, []) == []
+
+
+def trimmed_reference(entries, heard):
+    """Brute force of ``trim_to_speech``: each word cut to the heard span it overlaps most (the earliest on ties;
+    its own span when it overlaps none), and an entry split between two words where no heard span covers the time
+    between them."""
+    out = []
+    for u in entries:
+        if not u.words:
+            out.append((u.speaker, u.start, u.end, u.text))
+            continue
+        cut = []
+        for w in u.words:
+            a, b = w.start, max(w.end, w.start)
+            over = [(min(e, b) - max(s, a), s, e) for s, e in heard if e > a and s < b]
+            if over:
+                _, s, e = max(over, key=lambda x: x[0])
+                cut.append((max(a, s), min(b, e)))
+            else:
+                cut.append((a, b))
+        pieces = [[0]]
+        for k in range(1, len(cut)):
+            lo, hi = cut[k - 1][1], cut[k][0]
+            if hi <= lo or any(s <= lo and e >= hi for s, e in heard):
+                pieces[-1].append(k)
+            else:
+                pieces.append([k])
+        for piece in pieces:
+            text = "".join(u.words[k].text for k in piece)
+            start = round(min(cut[k][0] for k in piece), 3)
+            end = round(max(cut[k][1] for k in piece), 3)
+            out.append((u.speaker, start, end, text))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns_strategy(), chunks_strategy(), turns_strategy())
+def test_trimming_to_speech_matches_brute_force(turns, chunks, heard_turns):
+    entries = attribute_words(chunks, turns)
+    s, e = union_intervals(
+        np.array([t.start for t in heard_turns], dtype=float), np.array([t.end for t in heard_turns], dtype=float)
+    )
+    out = trim_to_speech(entries, s, e)
+    assert [(u.speaker, u.start, u.end, u.text) for u in out] == trimmed_reference(entries, list(zip(s, e)))
+    # nothing lost or moved: the same words in the same order, each entry's words its own speaker's
+    assert [w for u in out for w in u.words] == [w for u in entries for w in u.words]
+    assert all(w.speaker == u.speaker and u.text == "".join(x.text for x in u.words) for u in out for w in u.words)
 
 
 def test_brute_force_reference_is_sane():

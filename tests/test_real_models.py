@@ -203,9 +203,10 @@ def test_default_entries_are_the_word_level_split_and_chunk_mode_keeps_chunks(re
     assert "".join(e["text"] for e in split["speakers"]) == split["text"]  # nothing lost by splitting
     for entry in word_level["backchannels"]["speakers"]:
         assert {w["speaker"] for w in entry["words"]} == {entry["speaker"]}
-        assert (
-            entry["timestamp"][0] <= entry["words"][0]["start"] and entry["words"][-1]["end"] <= entry["timestamp"][1]
-        )
+        # an entry's span is cut to heard speech (a word stretched over a pause may reach past it), but every word
+        # of the entry lies at least partly inside it
+        start, end = entry["timestamp"]
+        assert all(min(w["end"], end) >= max(w["start"], start) for w in entry["words"]), entry
 
     def entry_accuracy(out):
         entries = [

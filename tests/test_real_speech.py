@@ -18,14 +18,15 @@ pytestmark = pytest.mark.slow
 
 # measured on train + development with benchmarks/accuracy.py --sets ami (README "Accuracy"); limits sit a little
 # outside the measurement so a regression fails here
-LIMITS = {  # measured (train + development, 2026-12-01): 1, 0.809, 6, 0.303, 0.342, 0.384, 0.930
-    "empty": 1,  # trn01: ~6 s of short far-field utterances in 30 s, which neither the VAD nor the diarizer finds
-    "coverage": 0.795,  # 0.780 before the second look
+LIMITS = {  # measured (train + development, 2026-12-01, third round): 0, 0.877, 6, 0.303, 0.342, 0.353, 0.943
+    "empty": 0,  # trn01 (quiet far-field speech the VAD hears only in moments) was empty before the third round
+    "coverage": 0.86,  # 0.809 before the third round, 0.780 before the second look
     "count_exact_diarizer": 5,
     "der_diarizer": 0.33,
     "der_exclusive": 0.37,
-    "der_entries": 0.41,
-    "words_single_right": 0.90,
+    "der_entries": 0.37,  # 0.384 before entries were cut down to heard speech
+    "entries_above_exclusive": 0.03,  # the issue's target: within 3 points of the exclusive output (measured 1.1)
+    "words_single_right": 0.92,
 }
 
 
@@ -81,7 +82,17 @@ def test_real_meetings_meet_the_train_dev_limits(tuning_results):
     assert s["count_exact_diarizer"] >= LIMITS["count_exact_diarizer"], s
     for key in ("der_diarizer", "der_exclusive", "der_entries"):
         assert s[key] <= LIMITS[key], (key, s)
+    assert s["der_entries"] - s["der_exclusive"] <= LIMITS["entries_above_exclusive"], s
     assert s["words_single_right"] >= LIMITS["words_single_right"], s
+
+
+def test_speech_the_vad_hears_only_in_moments_is_transcribed_and_said(tuning_results):
+    """trn01: four people, 6 s of short far-field utterances; the VAD passes frames over its threshold but no region,
+    so Whisper hears the whole excerpt (its no-speech test decides) and the response says so."""
+    _, outputs, _ = tuning_results
+    out = outputs["trn01"]
+    assert len(out["text"].split()) >= 3, out["text"]
+    assert any("speech detector heard speech only in moments" in w for w in out.get("warnings", [])), out
 
 
 def test_no_repetition_loop_survives_in_real_meetings(tuning_results):

@@ -7,7 +7,7 @@ import pytest
 
 from speakerscribe.options import VadOptions
 from speakerscribe.records import Span
-from speakerscribe.vad import FRAME_S, speech_regions
+from speakerscribe.vad import FRAME_S, heard_only_briefly, speech_regions
 from speakerscribe.windows import plan_windows, quietest_cut, uncovered
 
 
@@ -109,3 +109,18 @@ def test_uncovered_against_a_sampled_timeline(seed):
     near = np.convolve(gap.astype(int), np.ones(2 * 10 + 3, int), mode="same") > 0
     assert np.all(out <= near)
     assert all(x.end > x.start for x in got) and all(p.end < q.start for p, q in zip(got, got[1:]))
+
+
+def test_speech_heard_only_in_moments_too_short_for_a_region_is_told_apart_from_noise():
+    opts = VadOptions()
+    quiet = np.full(940, 0.05)
+    quiet[[100, 300, 301, 700]] = [0.64, 0.55, 0.2, 0.6]  # far-field speech: scattered frames over the threshold
+    regions = speech_regions(quiet, 30.0, opts)
+    assert regions == [] and heard_only_briefly(quiet, regions, opts)
+    noisy = np.full(940, 0.3)  # steady noise under the threshold
+    assert not heard_only_briefly(noisy, speech_regions(noisy, 30.0, opts), opts)
+    assert not heard_only_briefly(np.zeros(940), [], opts) and not heard_only_briefly(np.zeros(0), [], opts)
+    speech = np.full(940, 0.05)
+    speech[100:140] = 0.9  # a region: nothing brief about it
+    regions = speech_regions(speech, 30.0, opts)
+    assert regions and not heard_only_briefly(speech, regions, opts)
