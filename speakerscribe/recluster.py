@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import pieces as turn_pieces
 from .records import SpeakerTurn
 
 
@@ -36,37 +37,6 @@ class ReclusterOptions:
     min_speaker_s: float = 30.0
     max_pieces: int = 3000
     batch: int = 256
-
-
-def _pieces(turns: tuple[SpeakerTurn, ...], piece_s: float) -> list[SpeakerTurn]:
-    """Each turn cut into equal pieces of at most ``piece_s`` seconds, keeping its (first-pass) speaker."""
-    out = []
-    for t in turns:
-        n = max(1, int(np.ceil((t.end - t.start) / piece_s - 1e-9)))
-        edges = np.linspace(t.start, t.end, n + 1)
-        out.extend(SpeakerTurn(float(a), float(b), t.speaker) for a, b in zip(edges[:-1], edges[1:]))
-    return out
-
-
-def piece_embeddings(pool, frames, pieces: list[SpeakerTurn], frame_s: float, batch: int) -> np.ndarray:
-    """(n, D) unit-norm embeddings: ``pool(frames (b, C, L), weights (b, L))`` over each piece's frames."""
-    import torch
-
-    n_frames = frames.shape[-1]
-    first = np.array([int(p.start / frame_s) for p in pieces])
-    last = np.maximum(first + 2, np.array([int(np.ceil(p.end / frame_s)) for p in pieces]))
-    first, last = np.clip(first, 0, n_frames - 2), np.clip(last, 2, n_frames)
-    length = int((last - first).max())
-    out = []
-    for a in range(0, len(pieces), batch):
-        f0, f1 = first[a : a + batch], last[a : a + batch]
-        index = np.minimum(f0[:, None] + np.arange(length)[None, :], n_frames - 1)  # (b, L)
-        weights = torch.from_numpy(((f0[:, None] + np.arange(length)[None, :]) < f1[:, None]).astype(np.float32))
-        with torch.inference_mode():
-            chunk = frames[:, torch.from_numpy(index).to(frames.device)].permute(1, 0, 2).float()  # (b, C, L)
-            out.append(pool(chunk, weights.to(frames.device)).float().cpu().numpy())
-    emb = np.concatenate(out) if out else np.zeros((0, 1), dtype=np.float32)
-    return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-8)
 
 
 def cluster_pieces(emb: np.ndarray, seconds: np.ndarray, opts: ReclusterOptions, total: float) -> np.ndarray:
@@ -101,12 +71,12 @@ def recluster(
     """New labels for (exclusive, turns); unchanged when there is too little speech to cluster."""
     speech = sum(t.end - t.start for t in exclusive)
     piece_s = max(opts.piece_s, speech / opts.max_pieces)
-    pieces = _pieces(exclusive, piece_s)
+    pieces = turn_pieces.cut(exclusive, piece_s)
     long_enough = np.array([p.end - p.start >= opts.min_piece_s for p in pieces], dtype=bool)
     if long_enough.sum() < 2:
         return exclusive, turns
     chosen = [p for p, ok in zip(pieces, long_enough) if ok]
-    emb = piece_embeddings(pool, frames, chosen, frame_s, opts.batch)
+    emb = turn_pieces.frame_embeddings(pool, frames, chosen, frame_s, opts.batch)
     seconds = np.array([p.end - p.start for p in chosen])
     # split only: each first-pass speaker is clustered on its own, so speakers pyannote told apart stay apart
     cluster = np.zeros(len(chosen), dtype=np.int64)
@@ -129,54 +99,7 @@ def recluster(
     for k in piece_label:
         if k >= 0 and k not in order:
             order[k] = f"SPEAKER_{len(order):02d}"
-    name = {k: order.get(k) for k in set(piece_label)}
-    new_exclusive = _join([SpeakerTurn(p.start, p.end, name[k] or p.speaker) for p, k in zip(pieces, piece_label)])
-    return new_exclusive, _relabel_overlapping(turns, pieces, piece_label, name, fallback)
-
-
-def _relabel_overlapping(turns, pieces, piece_label, name, fallback) -> tuple[SpeakerTurn, ...]:
-    """Each (possibly overlapping) turn is cut where the exclusive pieces of its old label change their new label;
-    parts outside those pieces take the nearest such piece's label. Pieces of one label are disjoint and sorted,
-    so the ones inside a turn are found by binary search."""
-    by_old: dict[str, list[tuple[float, float, int]]] = {}
-    for p, k in zip(pieces, piece_label):
-        by_old.setdefault(p.speaker, []).append((p.start, p.end, k))
-    arrays = {
-        old: (np.array([m[0] for m in mine]), np.array([m[1] for m in mine]), [m[2] for m in mine])
-        for old, mine in by_old.items()
-    }
-    out = []
-    for t in turns:
-        if t.speaker not in arrays:
-            k = fallback.get(t.speaker, -1)
-            out.append(SpeakerTurn(t.start, t.end, name.get(k) or t.speaker))
-            continue
-        starts, ends, labels = arrays[t.speaker]
-        lo = int(np.searchsorted(ends, t.start, side="right"))  # first piece ending after the turn starts
-        hi = int(np.searchsorted(starts, t.end, side="left"))  # first piece starting at or after its end
-        if lo >= hi:  # no exclusive piece of this label in the turn: the nearest one's label (earlier on a tie)
-            before = t.start - ends[lo - 1] if lo > 0 else np.inf
-            after = starts[lo] - t.end if lo < len(labels) else np.inf
-            k = labels[lo - 1] if before <= after else labels[lo]
-            out.append(SpeakerTurn(t.start, t.end, name.get(k) or t.speaker))
-            continue
-        # extend the first and last parts to the turn's edges; gaps between parts go to the part before
-        cuts = [t.start, *starts[lo + 1 : hi].tolist(), t.end]
-        for k, a, b in zip(labels[lo:hi], cuts[:-1], cuts[1:]):
-            if b > a:
-                out.append(SpeakerTurn(a, b, name.get(k) or t.speaker))
-    return _join(out)
-
-
-def _join(turns: list[SpeakerTurn]) -> tuple[SpeakerTurn, ...]:
-    """Sorted, with touching or overlapping turns of one speaker joined."""
-    out: list[SpeakerTurn] = []
-    last_of: dict[str, int] = {}
-    for t in sorted(turns, key=lambda t: (t.start, t.end, t.speaker)):
-        i = last_of.get(t.speaker)
-        if i is not None and t.start <= out[i].end + 1e-6:
-            out[i] = SpeakerTurn(out[i].start, max(out[i].end, t.end), t.speaker)
-            continue
-        last_of[t.speaker] = len(out)
-        out.append(t)
-    return tuple(out)
+    new = [order.get(k) or p.speaker for p, k in zip(pieces, piece_label)]
+    new_exclusive = turn_pieces.join([SpeakerTurn(p.start, p.end, label) for p, label in zip(pieces, new)])
+    moved = {old: order[k] for old, k in fallback.items() if k in order}
+    return new_exclusive, turn_pieces.relabel_overlapping(turns, pieces, new, moved)

@@ -6,7 +6,8 @@ import numpy as np
 import torch
 
 from speakerscribe.merge import widen_to_turns
-from speakerscribe.recluster import ReclusterOptions, _join, cluster_pieces, recluster
+from speakerscribe.pieces import join
+from speakerscribe.recluster import ReclusterOptions, cluster_pieces, recluster
 from speakerscribe.records import SpeakerTurn, Utterance
 
 
@@ -62,7 +63,7 @@ def test_recluster_splits_a_merged_speaker_and_relabels_overlapping_turns_consis
 
 
 def test_join_merges_touching_turns_of_one_speaker_only():
-    joined = _join([SpeakerTurn(0, 1, "X"), SpeakerTurn(1, 2, "X"), SpeakerTurn(2, 3, "Y"), SpeakerTurn(3.5, 4, "X")])
+    joined = join([SpeakerTurn(0, 1, "X"), SpeakerTurn(1, 2, "X"), SpeakerTurn(2, 3, "Y"), SpeakerTurn(3.5, 4, "X")])
     assert joined == (SpeakerTurn(0, 2, "X"), SpeakerTurn(2, 3, "Y"), SpeakerTurn(3.5, 4, "X"))
 
 
