@@ -7,13 +7,14 @@ import threading
 
 import numpy as np
 
+from . import pieces as turn_pieces
 from .errors import ModelLoadError, short_message
 from .options import KNOWN_SPEAKER_THRESHOLD, SpeakerCounts
 from .recluster import ReclusterOptions, recluster
 from .records import SAMPLE_RATE, Diarization, SpeakerMatch, SpeakerTurn, Waveform
 from .runtime import Placement, configure_pyannote_environment, tf32_guard
 from .shared_frames import FRAME_HOP
-from .speaker_names import Reference, match_speakers, rename
+from .speaker_names import MIN_PIECE_S, PIECE_S, Reference, match_speakers, name_pieces, piece_length, rename
 from .timing import StageTimer
 from .voiceprints import campplus_clip_embeddings, frame_speaker_embeddings, speaker_speech, waveform_embeddings
 
@@ -42,6 +43,9 @@ class SpeakerDiarizer:
         # the second clustering pass over short pieces needs the shared frames (speakerscribe.recluster)
         self.recluster = recluster and shared_frames
         self.recluster_options = ReclusterOptions()
+        # known speakers are named piece by piece, in pieces this long, after the speaker-level match
+        # (speakerscribe.speaker_names); None: speaker by speaker only
+        self.name_piece_s: float | None = PIECE_S
         self._lock = threading.Lock()
 
     @classmethod
@@ -152,8 +156,23 @@ class SpeakerDiarizer:
             return Diarization(result.turns, result.exclusive, match_speakers([], None, names, None, threshold)[1])
         reference_embeddings, speaker_embeddings = self.embed(references, waveform, frames, turns, labels)
         mapping, matches = match_speakers(labels, speaker_embeddings, names, reference_embeddings, threshold)
-        named = rename(result, mapping)
-        return Diarization(named.turns, named.exclusive, matches)
+        if self.name_piece_s is None or not result.exclusive:
+            named = rename(result, mapping)
+            return Diarization(named.turns, named.exclusive, matches)
+        pieces = turn_pieces.cut(result.exclusive, piece_length(result.exclusive, self.name_piece_s))
+        embeddings = self.embed_pieces(waveform, frames, [p for p in pieces if p.end - p.start >= MIN_PIECE_S])
+        return name_pieces(result, mapping, matches, pieces, embeddings, reference_embeddings, threshold)
+
+    def embed_pieces(self, waveform: Waveform, frames, pieces: list[SpeakerTurn], batch: int = 64) -> np.ndarray:
+        """(len(pieces), D) embeddings of pieces of ``waveform``: pooled from the file's CAM++ frames when the
+        diarizer computed them, else embedded ``batch`` pieces at a time by the pipeline's embedding model."""
+        if not pieces:
+            return np.zeros((0, 1), dtype=np.float32)
+        if frames is not None:
+            pool = self.embedding_model.model_.campplus.pool
+            return turn_pieces.frame_embeddings(pool, frames, pieces, FRAME_HOP / SAMPLE_RATE)
+        clips = [(waveform.samples[int(p.start * SAMPLE_RATE) : int(p.end * SAMPLE_RATE)], ()) for p in pieces]
+        return np.concatenate([self.embed_clips(clips[a : a + batch]) for a in range(0, len(clips), batch)])
 
     def embed_clips(self, clips: list[tuple[np.ndarray, tuple]]) -> np.ndarray:
         """(len(clips), D) embeddings of 16 kHz clips, each pooled over its spans (all of it when none), one batch,

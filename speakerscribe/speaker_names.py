@@ -7,8 +7,15 @@ name (the one-to-one assignment of largest total cosine similarity), keeping onl
 threshold. A speaker left without a name keeps its ``SPEAKER_NN`` label; a name left without a speaker is reported
 as not found. :func:`rename` applies the names to the diarization, so they appear wherever labels appear.
 
-The default threshold is calibrated on real meeting speech (``benchmarks/calibrate_naming.py``, README
-"Known speakers").
+A diarized speaker is not always one person: the diarizer can put two people in one cluster, or part of a person's
+speech in another's. :func:`name_pieces` therefore goes on to name the speech piece by piece: every exclusive turn is
+cut into pieces of :data:`PIECE_S` seconds, and a piece whose voice is most similar to some person's clip, at or above
+the same threshold, carries that person's name, whichever speaker it was diarized into; other pieces keep the
+speaker's label (named or not). Names and ``SPEAKER_NN`` labels then appear as far as the voice allows, not only as
+far as the clustering does.
+
+The default threshold and the piece length are calibrated on real meeting speech (``benchmarks/calibrate_naming.py``,
+README "Known speakers").
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import pieces as turn_pieces
 from .errors import InputError, quote
 from .records import Diarization, Span, SpeakerMatch, SpeakerTurn, Waveform
 
@@ -26,6 +34,9 @@ MAX_KNOWN_SPEAKERS = 8
 MAX_NAME_CHARS = 64
 MIN_REFERENCE_SPEECH_S = 1.0  # speech in a clip; shorter gives no usable voice print
 MAX_REFERENCE_SECONDS = 60.0  # decoding stops past this
+PIECE_S = 1.0  # speech named piece by piece in pieces this long (calibrated: benchmarks/calibrate_naming.py)
+MIN_PIECE_S = 0.5  # shorter pieces (a turn's remainder) are too short to embed: they keep their speaker's label
+MAX_PIECES = 6000  # pieces grow on long audio to stay under this (4 hours of speech: 2.4 s pieces)
 _DIARIZER_LABEL = re.compile(r"^SPEAKER_\d+$", re.IGNORECASE)
 
 
@@ -109,3 +120,56 @@ def rename(diarization: Diarization, mapping: dict[str, str]) -> Diarization:
         return tuple(SpeakerTurn(t.start, t.end, mapping.get(t.speaker, t.speaker)) for t in turns)
 
     return Diarization(relabel(diarization.turns), relabel(diarization.exclusive), diarization.known)
+
+
+def piece_length(exclusive: tuple[SpeakerTurn, ...], piece_s: float = PIECE_S) -> float:
+    """The piece length for ``exclusive`` turns: ``piece_s``, longer when there would be over MAX_PIECES."""
+    return max(piece_s, sum(t.end - t.start for t in exclusive) / MAX_PIECES)
+
+
+def name_pieces(
+    diarization: Diarization,
+    mapping: dict[str, str],
+    matches: tuple[SpeakerMatch, ...],
+    pieces: list[SpeakerTurn],
+    embeddings: np.ndarray,
+    reference_embeddings: np.ndarray,
+    threshold: float,
+) -> Diarization:
+    """The diarization named piece by piece (see the module docstring).
+
+    ``diarization`` carries the diarizer's labels; ``mapping`` and ``matches`` are :func:`match_speakers`' answer
+    for its speakers; ``pieces`` are its exclusive turns cut by :func:`speakerscribe.pieces.cut`, and ``embeddings``
+    hold one row per piece of at least :data:`MIN_PIECE_S` seconds, in order. A name that only pieces carry is
+    reported found, with the label most of its pieces were diarized under and their mean similarity (weighted by
+    time); a name that no speech carries any more is reported not found."""
+    names = tuple(m.name for m in matches)
+    new = [mapping.get(p.speaker, p.speaker) for p in pieces]
+    long = np.flatnonzero([p.end - p.start >= MIN_PIECE_S for p in pieces])
+    taken: dict[str, dict[str, float]] = {}  # name -> diarizer label -> seconds of pieces it took from that label
+    weighted: dict[str, float] = {}  # name -> sum of similarity x seconds over those pieces
+    if len(long) and names:
+        similarity = unit_rows(embeddings) @ unit_rows(reference_embeddings).T  # (long pieces, names)
+        best = similarity.argmax(axis=1)
+        for row, (i, b) in enumerate(zip(long.tolist(), best.tolist())):
+            if similarity[row, b] < threshold or new[i] == names[b]:
+                continue
+            seconds = pieces[i].end - pieces[i].start
+            new[i] = names[b]
+            by_label = taken.setdefault(names[b], {})
+            by_label[pieces[i].speaker] = by_label.get(pieces[i].speaker, 0.0) + seconds
+            weighted[names[b]] = weighted.get(names[b], 0.0) + float(similarity[row, b]) * seconds
+    exclusive = turn_pieces.join([SpeakerTurn(p.start, p.end, label) for p, label in zip(pieces, new)])
+    turns = turn_pieces.relabel_overlapping(diarization.turns, pieces, new, mapping)
+    present = {t.speaker for t in turns} | {t.speaker for t in exclusive}
+    known = []
+    for m in matches:
+        if m.name not in present:
+            known.append(SpeakerMatch(m.name, None, m.similarity))
+        elif m.speaker is None:
+            by_label = taken[m.name]
+            label = max(by_label, key=by_label.get)
+            known.append(SpeakerMatch(m.name, label, round(weighted[m.name] / sum(by_label.values()), 4)))
+        else:
+            known.append(m)
+    return Diarization(turns, exclusive, tuple(known))

@@ -16,7 +16,7 @@ from test_server import Server
 from speakerscribe.errors import InputError
 from speakerscribe.records import Diarization, SpeakerTurn
 from speakerscribe.settings import parse_parameters
-from speakerscribe.speaker_names import check_names, match_speakers, rename
+from speakerscribe.speaker_names import PIECE_S, check_names, match_speakers, rename
 from speakerscribe_dev.conversation import MEETING, THREE_SPEAKERS, Line, synthesize
 
 # other sentences than the conversations', so a reference never contains the words it is matched against
@@ -60,6 +60,68 @@ def test_rename_touches_both_turn_lists_and_only_matched_labels():
     named = rename(d, {"SPEAKER_01": "Bob"})
     assert [t.speaker for t in named.turns] == ["SPEAKER_00", "Bob"]
     assert [t.speaker for t in named.exclusive] == ["SPEAKER_00", "Bob"]
+
+
+def test_pieces_carry_the_name_of_their_own_voice_whatever_cluster_they_were_diarized_into():
+    """SPEAKER_00 holds Ann (0-3 s, 4-5 s) and Bob (3-4 s: the diarizer merged them) and was matched to Ann as a
+    whole; SPEAKER_01 (5-7 s) is somebody unknown. In pieces of 1 s: Bob's piece takes Bob's name, the unknown voice
+    keeps its label, a piece under the threshold keeps its speaker's name, a short remainder keeps its speaker's
+    label, and the overlapping turns follow the exclusive pieces of their label."""
+    from speakerscribe.pieces import cut
+    from speakerscribe.records import SpeakerMatch
+    from speakerscribe.speaker_names import MIN_PIECE_S, name_pieces
+
+    exclusive = (SpeakerTurn(0, 5, "SPEAKER_00"), SpeakerTurn(5, 7, "SPEAKER_01"), SpeakerTurn(7.1, 7.4, "SPEAKER_00"))
+    turns = (SpeakerTurn(0, 5.5, "SPEAKER_00"), SpeakerTurn(5, 7, "SPEAKER_01"), SpeakerTurn(7.1, 7.4, "SPEAKER_00"))
+    pieces = cut(exclusive, 1.0)
+    assert [p.end - p.start >= MIN_PIECE_S for p in pieces] == [True] * 7 + [False]
+    ann, bob, other = _unit(1, 0, 0), _unit(0, 1, 0), _unit(0, 0, 1)
+    weak_bob = _unit(0.25, 0.3, 1)  # most like Bob, but under the threshold
+    embeddings = np.stack([ann, ann, ann, bob, ann, other, weak_bob])  # one row per piece of MIN_PIECE_S or more
+    refs = np.stack([ann, bob, _unit(1, -1, -1)])
+    matches = (SpeakerMatch("Ann", "SPEAKER_00", 0.8), SpeakerMatch("Bob", None, 0.4), SpeakerMatch("Cy", None, 0.1))
+    d = Diarization(turns, exclusive)
+    out = name_pieces(d, {"SPEAKER_00": "Ann"}, matches, pieces, embeddings, refs, threshold=0.5)
+    assert [(t.start, t.end, t.speaker) for t in out.exclusive] == [
+        (0, 3, "Ann"),
+        (3, 4, "Bob"),
+        (4, 5, "Ann"),
+        (5, 7, "SPEAKER_01"),
+        (7.1, 7.4, "Ann"),
+    ]
+    assert [(t.start, t.end, t.speaker) for t in out.turns] == [
+        (0, 3, "Ann"),
+        (3, 4, "Bob"),
+        (4, 5.5, "Ann"),  # the part past the last piece goes to that piece's name
+        (5, 7, "SPEAKER_01"),
+        (7.1, 7.4, "Ann"),
+    ]
+    report = {m.name: m for m in out.known}
+    assert report["Ann"] == matches[0]
+    assert (report["Bob"].speaker, report["Bob"].similarity) == ("SPEAKER_00", 1.0)  # found through its piece
+    assert not report["Cy"].found
+    # over the threshold of every piece nothing moves: the speaker-level names stay
+    out = name_pieces(d, {"SPEAKER_00": "Ann"}, matches, pieces, embeddings, refs, threshold=1.01)
+    assert out == Diarization(
+        rename(d, {"SPEAKER_00": "Ann"}).turns, rename(d, {"SPEAKER_00": "Ann"}).exclusive, matches
+    )
+
+
+def test_a_name_whose_speech_all_went_to_others_is_not_found():
+    from speakerscribe.pieces import cut
+    from speakerscribe.records import SpeakerMatch
+    from speakerscribe.speaker_names import name_pieces
+
+    exclusive = (SpeakerTurn(0, 2, "SPEAKER_00"),)
+    pieces = cut(exclusive, 1.0)
+    matches = (SpeakerMatch("Ann", "SPEAKER_00", 0.4), SpeakerMatch("Bob", None, 0.3))
+    refs = np.stack([_unit(1, 0), _unit(0, 1)])
+    embeddings = np.stack([_unit(0.1, 1), _unit(0.1, 1)])  # both pieces are Bob's voice
+    out = name_pieces(Diarization(exclusive, exclusive), {"SPEAKER_00": "Ann"}, matches, pieces, embeddings, refs, 0.35)
+    assert {t.speaker for t in out.exclusive} == {"Bob"} == {t.speaker for t in out.turns}
+    report = {m.name: m for m in out.known}
+    assert not report["Ann"].found and report["Ann"].similarity == 0.4
+    assert report["Bob"].found and report["Bob"].speaker == "SPEAKER_00"
 
 
 @pytest.mark.parametrize(
@@ -301,10 +363,11 @@ def ami_folder():
 
 
 @pytest.mark.slow
-def test_ami_people_are_named_as_far_as_the_diarizer_allows(real_models, ami_folder):
+def test_ami_people_are_named_beyond_what_the_diarizer_clusters_allow(real_models, ami_folder):
     """References from one development excerpt name the people of the other, with two distractors from train
-    meetings who are absent: no absent name appears, and naming loses nothing against the best assignment of names
-    that the diarizer's own clusters allow (the truth-optimal one)."""
+    meetings who are absent: no absent name appears, naming speech piece by piece gets at least what the best
+    naming of the diarizer's whole speakers could (the truth-optimal assignment of names to its clusters), and the
+    share of right-named speech reaches issue 15's 90%."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import calibrate_naming as cn
 
@@ -318,23 +381,22 @@ def test_ami_people_are_named_as_far_as_the_diarizer_allows(real_models, ami_fol
     recordings = {r.uri: r for r in load(ami_folder)}
     audio = {u: decode_audio(r.wav.read_bytes()).waveform.samples for u, r in recordings.items()}
     diarizer = SpeakerDiarizer.load(str(real_models / "diarization"), resolve_placement("cpu", "auto", "auto"))
-    right = speech = 0.0
+    right = speech = ceiling = 0.0
     for source, target in cn.cases(recordings, "development"):
-        refs = cn.references(recordings, audio, source, 10.0, cn.DISTRACTORS)
+        refs = tuple(cn.references(recordings, audio, source, 10.0, cn.DISTRACTORS))
         assert len(refs) == 4
-        result = diarizer(Waveform(audio[target]), references=tuple(refs))
         names = {r.name for r in refs}
-        truth = recordings[target].turns
-        got = score_naming(truth, result.exclusive, names, recordings[target].uem)
-        best = score_naming(
-            truth,
-            cn.oracle(cn.revert(result.exclusive, result.known, 2.0), truth, names),
-            names,
-            recordings[target].uem,
-        )
+        truth, uem = recordings[target].turns, recordings[target].uem
+        diarizer.name_piece_s = None  # whole speakers only: the ceiling of that
+        whole = diarizer(Waveform(audio[target]), references=refs)
+        best = score_naming(truth, cn.oracle(cn.revert(whole.exclusive, whole.known, 2.0), truth, names), names, uem)
+        diarizer.name_piece_s = PIECE_S
+        result = diarizer(Waveform(audio[target]), references=refs)
+        got = score_naming(truth, result.exclusive, names, uem)
         found = {m.name for m in result.known if m.found}
         assert found == set(recordings[target].speakers), result.known
+        assert {t.speaker for t in result.turns} >= found
         assert got.intruded == 0.0
-        assert got.right >= best.right - 0.05, (got, best)
-        right, speech = right + got.right, speech + got.speech
-    assert right / speech >= 0.83  # measured 0.863: what the diarizer's clusters allow (benchmarks/calibrate_naming.py)
+        right, speech, ceiling = right + got.right, speech + got.speech, ceiling + best.right
+    assert right >= ceiling, (right, ceiling)  # measured 36.4 s against 34.4 s (benchmarks/calibrate_naming.py)
+    assert right / speech >= 0.90, right / speech  # measured 0.915 (0.863 naming whole speakers)
