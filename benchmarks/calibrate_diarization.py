@@ -411,6 +411,59 @@ def alternatives(args, files, recordings) -> None:
     other = first_pass_outputs(pipeline, [*files, *fest.values()])
     row = relabelled_scores(other, recordings, convs, deployed_second)
     print(f"| pyannote constrained assignment + second pass | {row} |")
+    pipeline.clustering.constrained_assignment = False
+    hidden_people(pipeline, recordings, first, deployed_second)
+
+
+def hidden_people(pipeline, recordings, first, second) -> None:
+    """Why people who speak little are not found: on the deployed output, every 2 s piece of the exclusive turns
+    spoken alone (for at least half its length) by one reference person, and its cosine similarity to the centroid of
+    the other pieces of its cluster; pieces of the person most of the cluster's pieces belong to (its owner) against
+    pieces of anyone else."""
+    import numpy as np
+
+    from speakerscribe import pieces as turn_pieces
+    from speakerscribe.records import SAMPLE_RATE
+    from speakerscribe.shared_frames import FRAME_HOP
+    from speakerscribe_dev.naming import exclusive_spans
+
+    pool = pipeline._embedding.model_.campplus.pool
+    own, others = [], []
+    for rec in recordings:
+        exc, ovl = first[rec.uri]
+        if not exc:
+            continue
+        exc, _ = second(rec.uri, exc, ovl)
+        alone = [(a, b, p) for p in rec.speakers for a, b in exclusive_spans(rec.turns, p)]
+        pieces = [p for p in turn_pieces.cut(exc, 2.0) if p.end - p.start >= 0.5]
+        emb = turn_pieces.frame_embeddings(pool, pipeline.frames_of(rec.uri), pieces, FRAME_HOP / SAMPLE_RATE)
+
+        def person(p, alone=alone):
+            share = {}
+            for a, b, who in alone:
+                share[who] = share.get(who, 0.0) + max(0.0, min(b, p.end) - max(a, p.start))
+            best = max(share, key=share.get) if share else None
+            return best if best is not None and share[best] >= 0.5 * (p.end - p.start) else None
+
+        people = [person(p) for p in pieces]
+        for label in {p.speaker for p in pieces}:
+            rows = [i for i, p in enumerate(pieces) if p.speaker == label]
+            named = [people[i] for i in rows if people[i] is not None]
+            if len(rows) < 2 or not named:
+                continue
+            owner = max(set(named), key=named.count)
+            for i in rows:
+                if people[i] is None:
+                    continue
+                rest = emb[[j for j in rows if j != i]].mean(0)
+                value = float(emb[i] @ rest / np.linalg.norm(rest))
+                (own if people[i] == owner else others).append((round(value, 2), rec.uri, people[i]))
+    values = np.array([v for v, _, _ in own])
+    print(
+        f"\nPieces (2 s) of a cluster's own person: {len(own)}, similarity to the rest of their cluster: lowest "
+        f"{values.min():.2f}, 10th percentile {np.percentile(values, 10):.2f}, median {np.median(values):.2f}"
+    )
+    print(f"Pieces of other people hidden in a cluster: {sorted(others)}")
 
 
 if __name__ == "__main__":
