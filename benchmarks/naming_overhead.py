@@ -1,7 +1,8 @@
 """What naming known speakers adds to a request: a ~5-minute two-person conversation, with and without four
-reference clips, interleaved in the same run (these machines are noisy: compare the ratio, not the seconds).
+reference clips, interleaved in the same run, in alternating order (these machines are noisy: compare the ratio,
+not the seconds).
 
-    .venv/bin/python benchmarks/naming_overhead.py [--model whisper-tiny.en] [--repeats 3] [--lines 80]
+    .venv/bin/python benchmarks/naming_overhead.py [--model whisper-tiny.en] [--repeats 4] [--lines 80]
 
 The handler is the offline default (Whisper + the CAM++ diarizer) on the CPU. The references are four festival
 voices (two present, two absent) speaking sentences that are not in the conversation. Prints the median wall time
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="whisper-tiny.en")
     parser.add_argument("--models", type=Path, default=REPO / "models")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--lines", type=int, default=80)
     args = parser.parse_args(argv)
 
@@ -60,8 +61,9 @@ def main(argv=None) -> int:
     diarization: dict[str, list[float]] = {"plain": [], "named": []}
     naming: list[float] = []
     found = None
-    for _ in range(args.repeats):
-        for key, parameters in (("plain", {}), ("named", {"known_speakers": known})):
+    configurations = (("plain", {}), ("named", {"known_speakers": known}))
+    for repeat in range(args.repeats):  # the order alternates, so neither configuration always runs second
+        for key, parameters in configurations if repeat % 2 == 0 else configurations[::-1]:
             start = time.perf_counter()
             out = handler({"inputs": audio, "parameters": parameters})
             wall[key].append(time.perf_counter() - start)
@@ -74,6 +76,8 @@ def main(argv=None) -> int:
     print(f"plain request   median {plain:.2f} s  (diarization {statistics.median(diarization['plain']):.2f} s)")
     print(f"4 known speakers median {named:.2f} s  (diarization {statistics.median(diarization['named']):.2f} s)")
     print(f"ratio named/plain: {named / plain:.3f}  ({100 * (named / plain - 1):+.1f}%, whole requests: noisy)")
+    pairs = [n / p for n, p in zip(wall["named"], wall["plain"])]
+    print(f"ratio of each repeat: {', '.join(f'{r:.3f}' for r in pairs)}; median {statistics.median(pairs):.3f}")
     step = statistics.median(naming)
     share = 100 * step / plain
     print(f"the naming step itself (timings.speaker_naming): median {step:.3f} s = {share:.2f}% of a plain request")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +30,7 @@ from .merge import (
 )
 from .options import AttributionOptions, RequestOptions, SpeechOptions, VadOptions
 from .records import Chunk, Diarization, Result, Span, SpeakerTurn, Transcript, Utterance, Waveform
-from .runtime import Placement
+from .runtime import Placement, start_worker
 from .speaker_names import MIN_REFERENCE_SPEECH_S, Reference
 from .timing import StageHook, StageTimer
 from .vad import SileroVAD, heard_only_briefly, speech_regions
@@ -73,14 +72,10 @@ class Transcriber:
         self.overlap = overlap
         self.max_audio_seconds = max_audio_seconds
         self.vad_options = vad_options
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="diarize")
 
     @property
     def has_diarizer(self) -> bool:
         return self.models.diarizer is not None
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------------------------------------ steps
     def check(self, options: RequestOptions) -> None:
@@ -97,8 +92,8 @@ class Transcriber:
         """Decoded reference clips -> references with their speech regions (the VAD's, when the deployment has
         one); InputError naming the clip when it holds less than MIN_REFERENCE_SPEECH_S of speech."""
         out = []
-        for name, waveform in clips:
-            speech = tuple(self.speech(waveform, SpeechOptions()))
+        for (name, waveform), regions in zip(clips, self.speech_of([w for _, w in clips])):
+            speech = tuple(regions)
             seconds = sum(s.end - s.start for s in speech)
             if seconds < MIN_REFERENCE_SPEECH_S:
                 raise InputError(
@@ -127,9 +122,12 @@ class Transcriber:
             word_timestamps=attribution.show_words or split,
         )
 
-    def speech(self, waveform: Waveform, options: SpeechOptions) -> list[Span]:
-        """Speech regions (seconds); the whole audio when the VAD is off."""
-        return self._speech(waveform, options)[0]
+    def speech_of(self, waveforms: list[Waveform]) -> list[list[Span]]:
+        """:meth:`speech` of several short waveforms (reference clips), the VAD run on all of them at once."""
+        if self.models.vad is None:
+            return [[Span(0.0, w.duration)] if w.duration > 0 else [] for w in waveforms]
+        probabilities = self.models.vad.probabilities_of([w.samples for w in waveforms])
+        return [speech_regions(p, w.duration, self.vad_options) for p, w in zip(probabilities, waveforms)]
 
     def _speech(self, waveform: Waveform, options: SpeechOptions) -> tuple[list[Span], bool]:
         """Speech regions, and whether the VAD heard speech only in moments too brief to make a region
@@ -216,7 +214,8 @@ class Transcriber:
         if diarizer is not None and windows:
             # its own dict (merged after the wait, so the keys keep the pipeline's order), the same cancel token
             diarization_timer = StageTimer(cancel=cancel)
-            future = self._pool.submit(self._diarize, waveform, options, diarization_timer, references)
+            # a thread of its own that ends with the request (speakerscribe.runtime.start_worker: why not a pool)
+            future = start_worker(self._diarize, waveform, options, diarization_timer, references, name="diarize")
             if not self.overlap:  # sequential: diarization first, then ASR
                 future.result()
         with timer("asr"):

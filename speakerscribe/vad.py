@@ -60,35 +60,59 @@ class SileroVAD:
 
     def probabilities(self, samples: np.ndarray) -> np.ndarray:
         """(n,) float32 at 16 kHz -> (ceil(n / 512),) speech probability per 32 ms frame."""
+        return self.probabilities_of([samples])[0]
+
+    def probabilities_of(self, clips: list[np.ndarray]) -> list[np.ndarray]:
+        """:meth:`probabilities` of several waveforms at once: the streams of all of them run as one batch (each
+        row of the batch is independent, so every clip gets exactly what it would get alone). Short clips (known
+        speakers' references) are one stream each, so four of them cost one clip's steps instead of four."""
         torch = self._torch
+        plans = [_StreamPlan(c, self.streams, self.warmup_frames) for c in clips]
+        rows = np.cumsum([0] + [p.n_streams for p in plans])
+        steps = max((p.steps for p in plans), default=0)
+        out = np.empty((int(rows[-1]), steps), dtype=np.float32)
+        if steps:
+            with self._lock, torch.inference_mode():
+                self.model.reset_states()
+                for k in range(steps):
+                    x = np.zeros((len(out), FRAME), dtype=np.float32)  # new each step: the model keeps its tail
+                    for plan, a, b in zip(plans, rows[:-1], rows[1:]):
+                        plan.fill(x[a:b], k)
+                    out[:, k] = self.model(torch.from_numpy(x), SAMPLE_RATE).reshape(-1).numpy()
+                self.model.reset_states()
+        return [p.probabilities(out[a:b]) for p, a, b in zip(plans, rows[:-1], rows[1:])]
+
+
+class _StreamPlan:
+    """How one waveform is cut into parallel streams: ``n_streams`` equal parts, each preceded by ``warm`` frames
+    of the audio before it; step k of stream s is frame ``s * per_stream - warm + k`` (frames before 0 or past the
+    end are silence). Frames are gathered step by step from a view of the samples: no copy of the audio."""
+
+    def __init__(self, samples: np.ndarray, streams: int, warmup_frames: int):
         samples = np.ascontiguousarray(samples, dtype=np.float32)
-        n_frames = -(-len(samples) // FRAME)
-        if n_frames == 0:
+        self.n_frames = -(-len(samples) // FRAME)
+        self.full = len(samples) // FRAME
+        self.whole = samples[: self.full * FRAME].reshape(self.full, FRAME)
+        self.tail = np.zeros(FRAME, dtype=np.float32)
+        self.tail[: len(samples) - self.full * FRAME] = samples[self.full * FRAME :]
+        self.n_streams = max(1, min(streams, self.n_frames // max(1, 4 * warmup_frames))) if self.n_frames else 0
+        self.per_stream = -(-self.n_frames // self.n_streams) if self.n_streams else 0
+        self.warm = warmup_frames if self.n_streams > 1 else 0
+        self.steps = self.per_stream + self.warm if self.n_streams else 0
+        self.first = np.arange(self.n_streams) * self.per_stream - self.warm
+
+    def fill(self, x: np.ndarray, k: int) -> None:
+        """Write step ``k``'s frame of every stream into the rows ``x`` (zeros on entry)."""
+        index = self.first + k
+        ok = (index >= 0) & (index < self.full)
+        x[ok] = self.whole[index[ok]]
+        x[index == self.full] = self.tail  # the last, partial frame (zeros when there is none)
+
+    def probabilities(self, out: np.ndarray) -> np.ndarray:
+        """This waveform's per-frame probabilities from its rows of the batch's output."""
+        if not self.n_frames:
             return np.zeros(0, dtype=np.float32)
-        # frames are gathered step by step from a view of the samples: no copy of the audio is made
-        full = len(samples) // FRAME
-        whole = samples[: full * FRAME].reshape(full, FRAME)
-        tail = np.zeros(FRAME, dtype=np.float32)
-        tail[: len(samples) - full * FRAME] = samples[full * FRAME :]
-        n_streams = max(1, min(self.streams, n_frames // max(1, 4 * self.warmup_frames)))
-        per_stream = -(-n_frames // n_streams)
-        warm = self.warmup_frames if n_streams > 1 else 0
-        steps = per_stream + warm
-        # step k of stream s is frame (s * per_stream - warm + k); frames before 0 or past the end are silence.
-        first = np.arange(n_streams) * per_stream - warm
-        out = np.empty((n_streams, steps), dtype=np.float32)
-        with self._lock, torch.inference_mode():
-            self.model.reset_states()
-            for k in range(steps):
-                index = first + k
-                ok = (index >= 0) & (index < full)
-                x = np.zeros((n_streams, FRAME), dtype=np.float32)  # new each step: the model keeps its tail
-                x[ok] = whole[index[ok]]
-                x[index == full] = tail  # the last, partial frame (zeros when there is none)
-                out[:, k] = self.model(torch.from_numpy(x), SAMPLE_RATE).reshape(-1).numpy()
-            self.model.reset_states()
-        probs = out[:, warm:].reshape(-1)[:n_frames]
-        return probs
+        return out[:, self.warm : self.warm + self.per_stream].reshape(-1)[: self.n_frames]
 
 
 class VadStream:

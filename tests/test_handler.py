@@ -323,6 +323,32 @@ def test_sequential_diarization_gives_the_same_result(random_models, clip):
     assert sequential.transcriber.overlap is False and overlapped.transcriber.overlap is True
 
 
+def test_no_thread_that_ran_the_diarizer_outlives_its_request(random_handler, clip):
+    """A thread that ran PyTorch CPU kernels keeps an OpenMP team while it lives, which slows every small kernel of
+    the process (speakerscribe.runtime): diarization runs in a thread of its own that ends with the request."""
+    import threading
+
+    def diarizing_threads():
+        return [t for t in threading.enumerate() if t.name.startswith("diarize")]
+
+    for _ in range(2):
+        out = random_handler(body(clip, vad_filter=False))
+        assert out["speakers"]
+        deadline = time.monotonic() + 5
+        while diarizing_threads() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not diarizing_threads()
+
+
+def test_start_worker_hands_back_the_result_or_the_exception_and_ends():
+    from speakerscribe.runtime import start_worker
+
+    assert start_worker(lambda a, b: a + b, 2, 3, name="w").result(timeout=5) == 5
+    failed = start_worker(lambda: 1 / 0, name="w")
+    with pytest.raises(ZeroDivisionError):
+        failed.result(timeout=5)
+
+
 def test_concurrent_requests_give_the_same_answers_as_sequential_ones(random_handler, clip):
     from concurrent.futures import ThreadPoolExecutor
 

@@ -124,3 +124,21 @@ def test_speech_heard_only_in_moments_too_short_for_a_region_is_told_apart_from_
     speech[100:140] = 0.9  # a region: nothing brief about it
     regions = speech_regions(speech, 30.0, opts)
     assert regions and not heard_only_briefly(speech, regions, opts)
+
+
+def test_several_clips_in_one_batch_get_what_each_gets_alone():
+    """SileroVAD.probabilities_of runs the streams of several waveforms as one batch (known speakers' clips): each
+    clip's probabilities equal those of its own call, for clips of one stream, of many streams, and empty."""
+    from speakerscribe.vad import FRAME, SileroVAD
+
+    rng = np.random.default_rng(3)
+    t = np.arange(40 * 16000) / 16000
+    voiced = (np.sin(2 * np.pi * 1.5 * t) > 0) * np.sin(2 * np.pi * 180 * t) * 0.4
+    audio = (voiced + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+    clips = [audio[: 5 * 16000 + 123], audio[16000:32000], audio, audio[:700], np.zeros(0, np.float32)]
+    vad = SileroVAD()
+    together = vad.probabilities_of(clips)
+    assert [len(p) for p in together] == [-(-len(c) // FRAME) for c in clips]
+    for clip, batched in zip(clips, together):
+        np.testing.assert_allclose(batched, vad.probabilities(clip), atol=1e-5)
+    assert vad.probabilities_of([]) == []
