@@ -126,3 +126,9 @@ def test_spectral_clustering_of_the_comparison_finds_the_voices_and_folds_a_stra
     close = np.vstack([emb[:12], emb[:12] + 0.02 * rng.standard_normal((12, 16))])
     close /= np.linalg.norm(close, axis=1, keepdims=True)
     assert len(set(spectral_labels(close, pval=0.2, min_cluster_size=4, merge_cos=0.875))) == 1
+
+
+def test_worker_threads_compares_with_an_idle_torch_thread(real_models):
+    out = run("benchmarks/worker_threads.py", "--lines", "4", "--repeats", "1")
+    assert out.count("| wall s |") == 2 and "idle torch thread alive" in out
+    assert re.search(r"\| vad s \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", out)
