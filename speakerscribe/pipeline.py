@@ -123,7 +123,8 @@ class Transcriber:
         )
 
     def speech_of(self, waveforms: list[Waveform]) -> list[list[Span]]:
-        """:meth:`speech` of several short waveforms (reference clips), the VAD run on all of them at once."""
+        """Speech regions (seconds) of several short waveforms (reference clips), the VAD run on all of them at once;
+        each whole waveform when the deployment has no VAD."""
         if self.models.vad is None:
             return [[Span(0.0, w.duration)] if w.duration > 0 else [] for w in waveforms]
         probabilities = self.models.vad.probabilities_of([w.samples for w in waveforms])
