@@ -163,7 +163,7 @@ class _MonoResampler:
         if rate != self.rate:
             self.flush()
             self.rate = rate
-            self._stream = None if rate == SAMPLE_RATE else _soxr_stream(rate)
+            self._stream = None if rate == SAMPLE_RATE else soxr_stream(rate)
         mono = _downmix(planar)
         self._add(mono if self._stream is None else self._stream.resample_chunk(mono))
 
@@ -195,7 +195,9 @@ class _MonoResampler:
         return out
 
 
-def _soxr_stream(rate: int):
+def soxr_stream(rate: int):
+    """A streaming soxr resampler from ``rate`` to 16 kHz, mono float32, high quality (keeps its filter state
+    across pieces)."""
     import soxr
 
     return soxr.ResampleStream(rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")

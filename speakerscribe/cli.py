@@ -209,17 +209,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def reference_clips(transcriber, options):
     """The --speaker clips decoded and checked once, for every file."""
-    from .audio import load_reference
-    from .speaker_names import MAX_REFERENCE_SECONDS
+    from .endpoint import known_references
 
     if not options.known:
         return ()
     transcriber.check(options)
-    clips = [
-        (name, load_reference(name, clip, MAX_REFERENCE_SECONDS).waveform)
-        for name, clip in zip(options.known.names, options.known.clips)
-    ]
-    return transcriber.references(clips)
+    return known_references(transcriber, options.known)[0]
 
 
 def run_remote(args: argparse.Namespace, options, known_speakers: dict[str, str]) -> int:

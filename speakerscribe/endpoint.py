@@ -12,7 +12,8 @@ from .audio import load_inputs, load_reference
 from .cancel import CancelToken
 from .errors import InputError, quote
 from .loading import load_transcriber
-from .options import RequestOptions
+from .options import KnownSpeakers, RequestOptions
+from .pipeline import Transcriber
 from .records import Result
 from .response import endpoint_response
 from .settings import ModelSettings, parse_parameters
@@ -83,16 +84,24 @@ class EndpointHandler:
     def references(self, options: RequestOptions, checkpoint=None) -> tuple[tuple[Reference, ...], list[str]]:
         """The request's known-speaker clips decoded (before the main audio: a bad clip fails fast) and checked;
         with the decoding warnings, each naming its clip."""
-        known = options.known
-        if not known:
-            return (), []
-        clips, warnings = [], []
-        for name, clip in zip(known.names, known.clips):
-            decoded = load_reference(name, clip, MAX_REFERENCE_SECONDS, checkpoint)
-            clips.append((name, decoded.waveform))
-            warnings.extend(f"known speaker {name[:80]!r}, reference clip: {w}" for w in decoded.warnings)
-        return self.transcriber.references(clips), warnings
+        return known_references(self.transcriber, options.known, checkpoint)
 
     def __call__(self, data: dict[str, Any]) -> dict[str, Any]:
         result, options = self.process(data)
         return endpoint_response(result, words=options.attribution.show_words)
+
+
+def known_references(
+    transcriber: Transcriber, known: KnownSpeakers, checkpoint=None
+) -> tuple[tuple[Reference, ...], list[str]]:
+    """Known speakers' clips as sent (``known.clips``) decoded with the main audio's decoder and limits, their
+    speech found and checked (:meth:`Transcriber.references`); with the decoding warnings, each naming its clip.
+    Every front door (the handler, the CLI) takes its references from here."""
+    if not known:
+        return (), []
+    clips, warnings = [], []
+    for name, clip in zip(known.names, known.clips):
+        decoded = load_reference(name, clip, MAX_REFERENCE_SECONDS, checkpoint)
+        clips.append((name, decoded.waveform))
+        warnings.extend(f"known speaker {name[:80]!r}, reference clip: {w}" for w in decoded.warnings)
+    return transcriber.references(clips), warnings

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ..audio import soxr_stream
 from ..errors import InputError, short_message
 from ..records import SAMPLE_RATE
 from ..stream.session import StreamLimit, StreamOptions, StreamSession
@@ -94,11 +95,7 @@ class Resampler:
 
     def __init__(self, rate: int):
         self.rate = rate
-        self._stream = None
-        if rate != SAMPLE_RATE:
-            import soxr
-
-            self._stream = soxr.ResampleStream(rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
+        self._stream = None if rate == SAMPLE_RATE else soxr_stream(rate)
 
     def __call__(self, data: bytes) -> np.ndarray:
         if len(data) % 2:
