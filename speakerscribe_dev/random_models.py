@@ -108,8 +108,9 @@ def write_random_draft(main_dir: str | Path, out_dir: str | Path) -> Path:
     return cut_assistant(main_dir, out_dir, decoder_layers=1)
 
 
-def write_random_pipeline(out_dir: str | Path, seed: int = 0) -> Path:
-    """A pyannote SpeakerDiarization folder with a small random PyanNet and a random CAM++ embedding."""
+def write_random_pipeline(out_dir: str | Path, seed: int = 0, embedding: str = "campplus") -> Path:
+    """A pyannote SpeakerDiarization folder with a small random PyanNet and a random CAM++ embedding
+    (``embedding="wespeaker"``: pyannote's own WeSpeaker ResNet34, for the paths that other embeddings take)."""
     import io
 
     import pyannote.audio
@@ -136,11 +137,19 @@ def write_random_pipeline(out_dir: str | Path, seed: int = 0) -> Path:
     seg.setup()
     buf = io.BytesIO()
     torch.save(lightning_checkpoint(seg, pyannote.audio.__version__), buf)
-    embedding = CAMPPlusEmbedding()
+    if embedding == "wespeaker":
+        from pyannote.audio.models.embedding import WeSpeakerResNet34
+
+        model = WeSpeakerResNet34()
+        model.specifications = Specifications(
+            problem=Problem.REPRESENTATION, resolution=Resolution.CHUNK, duration=10.0
+        )
+    else:
+        model = CAMPPlusEmbedding()
     return write_pipeline_folder(
         out_dir,
         buf.getvalue(),
-        embedding,
+        model,
         clustering_threshold=0.9,
         segmentation_step=0.5,
         embedding_batch_size=8,

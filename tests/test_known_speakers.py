@@ -258,6 +258,55 @@ def test_bad_clips_are_400s_naming_the_clip(handler, meeting):
         assert "'Ann'" in str(err.value) and needle in str(err.value), str(err.value)
 
 
+def test_pipelines_without_campplus_frames_name_speakers_and_pieces_with_their_own_model(random_models, tmp_path):
+    """A pipeline with another embedding model (random WeSpeaker ResNet34, as pyannote's own pipelines use) has no
+    shared CAM++ frames: speakers and 1 s pieces go through the pipeline's own embedding model
+    (voiceprints.waveform_embeddings, 64 pieces a batch). Random weights say nothing about who is who; with
+    threshold -1 every piece takes its most similar name, and the report must agree with the output: a name is
+    found exactly when it labels some speech."""
+    from audio_helpers import wav_bytes
+    from test_handler import speechlike
+
+    from speakerscribe.diarize import SpeakerDiarizer
+    from speakerscribe.speaker_names import MIN_PIECE_S
+    from speakerscribe_dev.random_models import write_random_pipeline
+
+    folder = write_random_pipeline(tmp_path / "wespeaker", embedding="wespeaker")
+    handler = make_handler(
+        ASR_MODEL=str(random_models.whisper_en), DIARIZATION_MODEL=str(folder), MAX_NEW_TOKENS="8", VAD="none"
+    )
+    diarizer = handler.transcriber.models.diarizer
+    assert diarizer.shared_frames is False and diarizer.can_name
+    embedded = []
+    real_embed_clips = SpeakerDiarizer.embed_clips
+
+    def counting(self, clips):
+        embedded.append(len(clips))
+        return real_embed_clips(self, clips)
+
+    diarizer.embed_clips = counting.__get__(diarizer)
+    audio = wav_bytes(speechlike(12.0))
+    known = {"Ann": b64(wav_bytes(speechlike(4.0, seed=1))), "Bob": b64(wav_bytes(speechlike(4.0, seed=2)))}
+    result, _ = handler.process(
+        {"inputs": audio, "parameters": {"known_speakers": known, "known_speaker_threshold": -1}}
+    )
+    d = result.diarization
+    assert d.exclusive, "the random pipeline should find some speech in 12 s of structured audio"
+    labels = {t.speaker for t in d.turns} | {t.speaker for t in d.exclusive}
+    assert all(label in ("Ann", "Bob") or label.startswith("SPEAKER_") for label in labels), labels
+    # at threshold -1 every piece long enough to embed takes a name: what keeps a diarizer label is shorter
+    unnamed = [t for t in d.exclusive if t.speaker.startswith("SPEAKER_")]
+    assert all(t.end - t.start < MIN_PIECE_S + 1e-6 for t in unnamed), unnamed
+    assert any(t.speaker in ("Ann", "Bob") for t in d.exclusive)
+    report = {m.name: m for m in d.known}
+    assert set(report) == {"Ann", "Bob"}
+    for name, match in report.items():
+        assert match.found == (name in labels), (name, match, labels)
+        if match.found:
+            assert match.speaker.startswith("SPEAKER_") and -1.0 <= match.similarity <= 1.0
+    assert len(embedded) >= 2, embedded  # one batch of clips + speakers, then the pieces
+
+
 def test_known_speakers_need_a_diarizer(random_models):
     plain = make_handler(ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="4")
     with pytest.raises(InputError, match="diarization model"):
