@@ -86,7 +86,10 @@ def oracle(turns, truth, names):
 
 def cache_pipeline(diarizer) -> None:
     """Segmentation and embeddings of each waveform computed once on ``diarizer``'s pipeline (keyed by content), with
-    the file's CAM++ frames handed back on every call, so candidates re-run only clustering and naming."""
+    the file's CAM++ frames handed back on every call, so candidates re-run only clustering and naming.
+
+    Not ``calibrate_diarization.cached``, which keys by ``uri``: the diarizer hands pyannote in-memory files without
+    one, and pyannote gives every such file the same uri ("waveform")."""
     import hashlib
 
     pipeline = diarizer.pipeline
