@@ -63,6 +63,8 @@ MAX_SPLIT_DEPTH = 2  # a looping window is re-decoded in halves at most this man
 MIN_SPLIT_S = 2.0  # a looping remainder shorter than this is not re-decoded, only cut after the loop
 _LOOP_TAIL = 160  # generated tokens (text and timestamps) examined for a loop at each step
 FALLBACK_SEED = 0  # sampling is seeded, so a request gives the same words every time
+# transformers' generate samples from the process-wide generator: its samplings take turns seeding and drawing
+_GLOBAL_SAMPLING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -386,10 +388,13 @@ class WhisperEngine:
     def generate(self, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0, check=None):
         """Decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
-        Greedy decoding runs in :func:`~speakerscribe.greedy.greedy_decode` (the same tokens, a fraction of the
-        per-step overhead); sampling, the draft model, the static cache and forced token counts go through
-        :meth:`generate_with_transformers`. ``check()`` (greedy only) runs before every decoding step and may raise
-        to stop it. Returns (B, len(prompt) + new) token ids.
+        Greedy decoding and sampling run in :func:`~speakerscribe.greedy.greedy_decode` (the same tokens, a
+        fraction of the per-step overhead); sampling draws from a generator of this call's own, seeded with
+        ``FALLBACK_SEED``, so the same request samples the same words however many others sample beside it. The
+        draft model, the static cache and forced token counts go through :meth:`generate_with_transformers`, which
+        can only sample from the process-wide generator: such samplings take turns (seeding it, drawing, putting
+        its state back). ``check()`` (the tight loop only) runs before every decoding step and may raise to stop it.
+        Returns (B, len(prompt) + new) token ids.
         """
         import torch
 
@@ -398,7 +403,10 @@ class WhisperEngine:
         # one position stays free for the end-of-text token the scoring pass appends
         limit = self.model.config.max_target_positions - 1
         new_tokens = min(self.max_new_tokens or limit, limit - len(prompt))
-        if temperature <= 0 and assistant is None and not self.static_cache and self.min_new_tokens is None:
+        if assistant is None and not self.static_cache and self.min_new_tokens is None:
+            generator = None
+            if temperature > 0:
+                generator = torch.Generator(device=self.placement.device).manual_seed(FALLBACK_SEED)
             return greedy_decode(
                 self.model,
                 encoder_outputs.last_hidden_state,
@@ -408,8 +416,14 @@ class WhisperEngine:
                 stop_row=self.ends_in_loop,
                 projection=self.projection,
                 check=check,
+                temperature=temperature,
+                generator=generator,
             )
-        return self.generate_with_transformers(encoder_outputs, ids, new_tokens, assistant, temperature)
+        if temperature <= 0:
+            return self.generate_with_transformers(encoder_outputs, ids, new_tokens, assistant, temperature)
+        with _GLOBAL_SAMPLING, torch.random.fork_rng(devices=[]):
+            torch.manual_seed(FALLBACK_SEED)
+            return self.generate_with_transformers(encoder_outputs, ids, new_tokens, assistant, temperature)
 
     def ends_in_loop(self, generated: list[int]) -> bool:
         """Whether a row's generated tokens (timestamps included) end in a repetition loop: the stop criterion of
@@ -506,16 +520,10 @@ class WhisperEngine:
         assistant=None,
     ) -> list[_Decoded]:
         """One decoding of every row at ``temperature`` (seeded when sampling), scored."""
-        import torch
 
         with clock("asr_generate"):
-            if temperature > 0:
-                with torch.random.fork_rng(devices=[]):
-                    torch.manual_seed(FALLBACK_SEED)
-                    sequences = self.generate(enc, prompt, assistant, temperature)
-            else:
-                check = clock.cancel.check if clock.cancel is not None else None
-                sequences = self.generate(enc, prompt, assistant, temperature, check=check)
+            check = clock.cancel.check if clock.cancel is not None else None
+            sequences = self.generate(enc, prompt, assistant, temperature, check=check)
             generated = [self._strip_prompt(s.tolist()[len(prompt) :]) for s in sequences]
         out = []
         for w, g in zip(windows, generated):

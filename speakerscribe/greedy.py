@@ -1,4 +1,4 @@
-"""Greedy Whisper decoding with timestamp tokens, in one tight loop.
+"""Whisper decoding with timestamp tokens, greedy or sampled, in one tight loop.
 
 transformers' generic ``generate`` spends most of a CPU decoding step outside the model: it re-reads every row's
 whole sequence into Python for the timestamp rules, runs a generic processor and stopping-criteria stack, and
@@ -8,8 +8,11 @@ vectorised masks.
 
 The output is token for token what ``GenerationMixin.generate`` gives with greedy search, the model's
 ``suppress_tokens`` and ``begin_suppress_tokens``, :class:`~transformers.WhisperTimeStampLogitsProcessor` and the
-engine's stop-on-loop criterion (``tests/test_greedy.py`` compares the two). Sampling, draft models and the static
-cache (CUDA graphs) still go through ``generate``.
+engine's stop-on-loop criterion (``tests/test_greedy.py`` compares the two). Sampled (a temperature above 0), it
+draws from the caller's own ``torch.Generator``, not the process-wide one, so concurrent requests cannot take each
+other's random numbers; with a generator seeded like the global one, the tokens are ``generate``'s with
+``do_sample`` (the same draws in the same order). Draft models and the static cache (CUDA graphs) still go through
+``generate``.
 
 The timestamp rules (openai-whisper's ``ApplyTimestampRules``):
 
@@ -61,8 +64,12 @@ def greedy_decode(
     stop_row: Callable[[list[int]], bool] | None = None,
     projection: VocabProjection | None = None,
     check: Callable[[], None] | None = None,
+    temperature: float = 0.0,
+    generator=None,
 ):
-    """Decode every row of ``encoder_states`` (B, frames, d) greedily from ``prompt_ids`` (B, P).
+    """Decode every row of ``encoder_states`` (B, frames, d) from ``prompt_ids`` (B, P): greedily, or with
+    ``temperature`` > 0 by sampling from the rules' distribution at that temperature with ``generator`` (a
+    ``torch.Generator`` on the model's device; required when sampling).
 
     ``stop_row(generated)`` is asked after each text token of an unfinished row (``generated``: that row's tokens so
     far, timestamps included); True finishes the row as end-of-text would. Finished rows are padded with
@@ -73,6 +80,8 @@ def greedy_decode(
     """
     import torch
 
+    if temperature > 0 and generator is None:
+        raise ValueError("sampling (temperature > 0) needs a torch.Generator of its own")
     decoder = model.model.decoder
     device = prompt_ids.device
     batch = prompt_ids.shape[0]
@@ -122,7 +131,11 @@ def greedy_decode(
         timestamp_mass = torch.logsumexp(logprobs[:, tb:], dim=-1)
         best_text = logprobs[:, :tb].max(dim=-1).values
         scores[:, :tb].masked_fill_((timestamp_mass > best_text)[:, None], neg)
-        token = scores.argmax(dim=-1)
+        if temperature > 0:  # generate's order: the rules, then the temperature, softmax, one draw per row
+            probs = torch.softmax(scores / temperature, dim=-1)
+            token = torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
+        else:
+            token = scores.argmax(dim=-1)
         token = torch.where(finished, torch.full_like(token, eos), token)
         steps.append(token)
 

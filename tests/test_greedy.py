@@ -10,8 +10,9 @@ import pytest
 from speakerscribe.greedy import TimestampRules, greedy_decode
 
 
-def _hf_generate(model, encoder_states, prompt, max_new, stop=None):
-    """Greedy ``GenerationMixin.generate`` as the engine called it before the tight loop."""
+def _hf_generate(model, encoder_states, prompt, max_new, stop=None, temperature=0.0):
+    """``GenerationMixin.generate`` as the engine called it before the tight loop: greedy, or sampled at
+    ``temperature`` from the process-wide generator."""
     import torch
     from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
     from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
@@ -25,7 +26,9 @@ def _hf_generate(model, encoder_states, prompt, max_new, stop=None):
         eos_token_id=eos,
         pad_token_id=eos,
         bos_token_id=eos,
-        do_sample=False,
+        do_sample=temperature > 0,
+        temperature=temperature if temperature > 0 else None,
+        top_k=0 if temperature > 0 else None,
         num_beams=1,
         max_length=prompt.shape[1] + max_new,
         suppress_tokens=list(gen.suppress_tokens or []) or None,
@@ -141,8 +144,35 @@ def _speech_dir():
     return path
 
 
+def test_sampling_draws_what_generate_draws_from_the_same_seed(random_models):
+    """Sampled, the loop takes its own generator; seeded like the global one, the tokens are generate's with
+    do_sample, so the loop samples from the same distribution (rules, then temperature) in the same order."""
+    import torch
+
+    model = _load(random_models.whisper_en)
+    rules = TimestampRules.from_generation_config(model.generation_config)
+    prompt = _prompt(model, 3)
+    differs_from_greedy = 0
+    for seed, temperature in [(0, 0.2), (1, 0.6), (2, 1.0), (3, 1.0)]:
+        g = torch.Generator().manual_seed(50 + seed)
+        states = torch.randn(3, model.config.max_source_positions, model.config.d_model, generator=g)
+        with torch.inference_mode():
+            ours = greedy_decode(
+                model, states, prompt, rules, 40, temperature=temperature, generator=torch.Generator().manual_seed(seed)
+            )
+            greedy = greedy_decode(model, states, prompt, rules, 40)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            theirs = _hf_generate(model, states, prompt, 40, temperature=temperature)
+        assert ours.tolist() == theirs.tolist(), f"seed {seed}, temperature {temperature}"
+        differs_from_greedy += ours.tolist() != greedy.tolist()
+    assert differs_from_greedy >= 2  # the draws mattered
+    with pytest.raises(ValueError, match="Generator"):
+        greedy_decode(model, states, prompt, rules, 4, temperature=0.5)
+
+
 def test_engine_decodes_with_the_tight_loop(random_models, monkeypatch):
-    """The engine's greedy path goes through greedy_decode; sampling does not."""
+    """The engine's greedy and sampled decodings go through greedy_decode; sampling with a generator of its own."""
     import speakerscribe.asr as asr
     from speakerscribe.options import AsrOptions
     from speakerscribe.records import Span, Waveform
@@ -153,17 +183,56 @@ def test_engine_decodes_with_the_tight_loop(random_models, monkeypatch):
     real = asr.greedy_decode
 
     def spy(*args, **kwargs):
-        calls.append(1)
+        calls.append(kwargs)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(asr, "greedy_decode", spy)
     audio = Waveform((0.1 * np.random.default_rng(0).standard_normal(16000 * 3)).astype(np.float32))
     no_retry = dict(fallback_temperatures=())
     engine.transcribe(audio, [Span(0.0, 3.0)], AsrOptions(temperature=0.0, **no_retry))
-    assert calls
+    assert calls and all(c["temperature"] == 0 and c["generator"] is None for c in calls)
     calls.clear()
     engine.transcribe(audio, [Span(0.0, 3.0)], AsrOptions(temperature=0.5, **no_retry))
-    assert not calls
+    assert calls and all(c["temperature"] == 0.5 and c["generator"] is not None for c in calls)
+
+
+def test_sampled_words_do_not_depend_on_other_threads_drawing_random_numbers(random_models):
+    """A sampled request gives the same tokens whatever other threads do with torch's process-wide generator
+    meanwhile: other requests sampling beside it (the concurrent-requests flake in CI) or anything else drawing.
+    Seeding and drawing from the global generator, a thread drawing beside the decoding changes its tokens."""
+    import threading
+
+    import torch
+
+    import speakerscribe.asr as asr
+    from speakerscribe.options import AsrOptions
+    from speakerscribe.records import Span, Waveform
+    from speakerscribe.runtime import resolve_placement
+
+    engine = asr.WhisperEngine.load(str(random_models.whisper_en), resolve_placement("cpu"))
+    audio = Waveform((0.1 * np.random.default_rng(3).standard_normal(16000 * 8)).astype(np.float32))
+    windows = [Span(0.0, 4.0), Span(4.0, 8.0)]
+    opts = AsrOptions(temperature=1.0, fallback_temperatures=())
+
+    def tokens():
+        return engine.transcribe(audio, windows, opts).chunks
+
+    quiet = tokens()
+    stop = threading.Event()
+
+    def draw():
+        while not stop.is_set():
+            torch.rand(1)
+
+    drawer = threading.Thread(target=draw)
+    drawer.start()
+    try:
+        busy = [tokens() for _ in range(3)]
+    finally:
+        stop.set()
+        drawer.join()
+    assert all(b == quiet for b in busy)
+    assert "".join(c.text for c in quiet).strip()  # something was sampled
 
 
 def test_check_runs_before_every_step_and_its_exception_stops_decoding(random_models):
