@@ -1,13 +1,15 @@
-"""The tight greedy loop (speakerscribe.greedy) against transformers' ``generate``, in the same run, interleaved
+"""The tight decoding loop (speakerscribe.greedy) against transformers' ``generate``, in the same run, interleaved
 (these machines are noisy: compare the ratios, not the seconds).
 
     .venv/bin/python benchmarks/greedy_loop.py [--models whisper-tiny.en whisper-base] [--batches 1 4 8]
-        [--seconds 4 30] [--repeats 3]
+        [--seconds 4 30] [--repeats 3] [--temperature 0]
 
 For each model, window length and batch size: the festival meeting cut into windows of that length, encoded once;
 then greedy decoding with timestamps both ways (the engine's loop stop included), the median wall time over the
-repeats, the tokens generated, the time per decoding step and the ratio. The token sequences must be identical
-(the script exits 1 otherwise). CPU, float32, SDPA attention, all threads torch is given.
+repeats, the tokens generated, the time per decoding step and the ratio. With ``--temperature`` above 0 both
+sample at it (the loop from its own generator, ``generate`` from the global one, both seeded 0), as the engine's
+fallbacks do. The token sequences must be identical (the script exits 1 otherwise). CPU, float32, SDPA attention,
+all threads torch is given.
 """
 
 from __future__ import annotations
@@ -23,18 +25,39 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def tight_loop(engine, states, ids, limit):
+SEED = 0
+
+
+def tight_loop(engine, states, ids, limit, temperature=0.0):
+    import torch
+
     from speakerscribe.greedy import greedy_decode
 
     rules, stop = engine.timestamp_rules, engine.ends_in_loop
-    return greedy_decode(engine.model, states, ids, rules, limit, stop_row=stop, projection=engine.projection)
+    generator = torch.Generator().manual_seed(SEED) if temperature > 0 else None
+    return greedy_decode(
+        engine.model,
+        states,
+        ids,
+        rules,
+        limit,
+        stop_row=stop,
+        projection=engine.projection,
+        temperature=temperature,
+        generator=generator,
+    )
 
 
-def transformers_generate(engine, states, ids, limit):
-    """The engine's greedy ``generate`` call before the tight loop."""
+def transformers_generate(engine, states, ids, limit, temperature=0.0):
+    """The engine's ``generate`` call before the tight loop (sampling: from the seeded global generator)."""
+    import torch
     from transformers.modeling_outputs import BaseModelOutput
 
-    return engine.generate_with_transformers(BaseModelOutput(last_hidden_state=states), ids, limit)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        return engine.generate_with_transformers(
+            BaseModelOutput(last_hidden_state=states), ids, limit, temperature=temperature
+        )
 
 
 def main(argv=None) -> int:
@@ -44,6 +67,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 4, 8])
     parser.add_argument("--seconds", nargs="+", type=float, default=[4.0, 30.0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--temperature", type=float, default=0.0, help="above 0: both sample at it")
     args = parser.parse_args(argv)
 
     import soundfile as sf
@@ -58,7 +82,8 @@ def main(argv=None) -> int:
     speech.mkdir(parents=True, exist_ok=True)
     audio, rate = sf.read(str(synthesize(MEETING, speech, "meeting").wav), dtype="float32")
     assert rate == SAMPLE_RATE
-    print(f"threads {torch.get_num_threads()}, meeting {len(audio) / rate:.1f} s")
+    mode = f"sampling at {args.temperature:g}" if args.temperature > 0 else "greedy"
+    print(f"threads {torch.get_num_threads()}, meeting {len(audio) / rate:.1f} s, {mode}")
     print("| model | window | batch | generate s | tight loop s | ratio | tokens | ms/step generate | ms/step loop |")
     print("|---|---|---|---|---|---|---|---|---|")
     identical = True
@@ -79,8 +104,8 @@ def main(argv=None) -> int:
                 ids = torch.tensor([prompt], dtype=torch.long).repeat(batch, 1)
                 limit = model.config.max_target_positions - 1 - len(prompt)
 
-                ours = functools.partial(tight_loop, engine, states, ids, limit)
-                theirs = functools.partial(transformers_generate, engine, states, ids, limit)
+                ours = functools.partial(tight_loop, engine, states, ids, limit, args.temperature)
+                theirs = functools.partial(transformers_generate, engine, states, ids, limit, args.temperature)
                 times = {"theirs": [], "ours": []}
                 outputs = {}
                 with torch.inference_mode():

@@ -67,9 +67,12 @@ def test_gpu_floor_script_runs_on_cpu(real_models):
     assert "| tiny | original (pipeline) |" in out and "| tiny | ours" in out
 
 
-def test_greedy_loop_compares_with_generate(real_models):
+@pytest.mark.parametrize("temperature", ["0", "1.0"])
+def test_greedy_loop_compares_with_generate(real_models, temperature):
     out = run(
         "benchmarks/greedy_loop.py",
+        "--temperature",
+        temperature,
         "--models",
         "whisper-tiny.en",
         "--batches",
