@@ -19,7 +19,7 @@ import asyncio
 import collections
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -139,6 +139,17 @@ async def serve_stream(websocket: WebSocket, protocol: Protocol, options: Stream
         state.streams -= 1
 
 
+@dataclass
+class _Connection:
+    """What the receiver and the processor of one connection share (both run on the event loop: no lock)."""
+
+    session: StreamSession | None = None
+    closed: bool = False  # the client is gone or the socket was closed: nothing more is sent
+    busy: bool = False  # the processor is working on a command
+    active: float = field(default_factory=time.monotonic)  # when the session last did anything (the idle clock)
+    queued_samples: int = 0  # audio of the Append commands received and not processed yet
+
+
 async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions, state: ServerState) -> None:
     import anyio
 
@@ -146,7 +157,6 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
     transcriber = state.handler.transcriber
     send_lock = asyncio.Lock()
     queue: asyncio.Queue = asyncio.Queue()
-    backlog = {"samples": 0}
     # the audio of the Append commands queued and not processed yet, oldest first: decodes ahead look at it to stop
     # early (a partial when the speaker pauses, a turn decoded ahead when speech resumes; see StreamSession.pending)
     waiting: collections.deque = collections.deque()
@@ -154,18 +164,17 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
     drained.set()
     info: dict[str, Any] = {"protocol": protocol.name, "audio_s": 0.0, "turns": 0, "errors": 0}
     started = time.perf_counter()
-    # "busy": the processor is working on a command; "active": when the session last did anything (idle clock)
-    holder: dict[str, Any] = {"session": None, "closed": False, "busy": False, "active": time.monotonic()}
+    conn = _Connection()
 
     async def send(messages: list) -> None:
         async with send_lock:
             for m in messages:
-                if holder["closed"]:
+                if conn.closed:
                     return
                 try:
                     await websocket.send_json(m)
                 except (WebSocketDisconnect, RuntimeError, OSError):  # the client is gone
-                    holder["closed"] = True
+                    conn.closed = True
                     return
 
     def encoded(events: list) -> list[dict]:
@@ -177,7 +186,7 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
         return session
 
     try:
-        holder["session"] = await anyio.to_thread.run_sync(new_session, options)
+        conn.session = await anyio.to_thread.run_sync(new_session, options)
     except InputError as exc:
         await send([protocol.error(str(exc), "invalid_session")])
         await websocket.close(code=1008)
@@ -190,15 +199,15 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
                 message = await asyncio.wait_for(websocket.receive(), settings.stream_idle_timeout_s)
             except asyncio.TimeoutError:
                 # a client waiting for results of audio it sent is not idle
-                quiet = time.monotonic() - holder["active"]
-                if holder["busy"] or not queue.empty() or quiet < settings.stream_idle_timeout_s:
+                quiet = time.monotonic() - conn.active
+                if conn.busy or not queue.empty() or quiet < settings.stream_idle_timeout_s:
                     continue
                 idle = f"no message for {settings.stream_idle_timeout_s:g} s (STREAM_IDLE_TIMEOUT_S); session finished"
                 await send([protocol.error(idle, "idle_timeout")])
                 await queue.put(Finish())
                 return
             if message["type"] == "websocket.disconnect":
-                holder["closed"] = True
+                conn.closed = True
                 await queue.put(None)
                 return
             if state.admission.draining:
@@ -214,8 +223,8 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
             for command in commands:
                 if isinstance(command, Append):
                     waiting.append(command.samples)
-                    backlog["samples"] += len(command.samples)
-                    if backlog["samples"] > QUEUED_AUDIO_S * SAMPLE_RATE:
+                    conn.queued_samples += len(command.samples)
+                    if conn.queued_samples > QUEUED_AUDIO_S * SAMPLE_RATE:
                         drained.clear()
                 await queue.put(command)
                 if isinstance(command, Finish):
@@ -224,25 +233,25 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
 
     async def processor() -> None:
         while True:
-            session = holder["session"]
-            if queue.empty() and not holder["closed"]:
-                holder["busy"] = True
+            session = conn.session
+            if queue.empty() and not conn.closed:
+                conn.busy = True
                 try:
                     await send(encoded(await anyio.to_thread.run_sync(session.idle)))
                 except InputError:
                     pass
                 finally:
-                    holder["busy"], holder["active"] = False, time.monotonic()
+                    conn.busy, conn.active = False, time.monotonic()
             command = await queue.get()
             if command is None:
                 return
-            holder["busy"] = True
+            conn.busy = True
             try:
                 if isinstance(command, Append):
                     waiting.popleft()
                     info["audio_s"] += len(command.samples) / SAMPLE_RATE
-                    backlog["samples"] -= len(command.samples)
-                    if backlog["samples"] <= QUEUED_AUDIO_S * SAMPLE_RATE / 2:
+                    conn.queued_samples -= len(command.samples)
+                    if conn.queued_samples <= QUEUED_AUDIO_S * SAMPLE_RATE / 2:
                         drained.set()
                     events = await anyio.to_thread.run_sync(session.append, command.samples)
                 elif isinstance(command, Commit):
@@ -252,7 +261,7 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
                 elif isinstance(command, Configure):
                     if session.received:
                         raise ProtocolError("the session can be configured only before audio is sent", "too_late")
-                    holder["session"] = await anyio.to_thread.run_sync(new_session, command.options)
+                    conn.session = await anyio.to_thread.run_sync(new_session, command.options)
                     await send([command.reply])
                     continue
                 else:  # Finish
@@ -268,7 +277,7 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
                 await send([protocol.error(str(exc), code, getattr(command, "event_id", None))])
                 continue
             finally:
-                holder["busy"], holder["active"] = False, time.monotonic()
+                conn.busy, conn.active = False, time.monotonic()
             info["turns"] += sum(type(e).__name__ == "Completed" for e in events)
             await send(encoded(events))
 
@@ -288,8 +297,8 @@ async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions,
         except Exception:
             pass
     finally:
-        if not holder["closed"]:
-            holder["closed"] = True
+        if not conn.closed:
+            conn.closed = True
             try:
                 await websocket.close(code=1000)
             except Exception:
