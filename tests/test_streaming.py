@@ -79,6 +79,42 @@ def test_streaming_vad_equals_the_batch_vad(meeting):
     assert len(pieces) == len(samples) // 512 and np.abs(whole[: len(pieces)] - pieces).max() < 1e-5
 
 
+def test_both_protocols_configure_a_session_with_the_same_checks():
+    """The binary protocol's config message and the realtime session.update go through one set of checks
+    (updated_options): what a message names is checked and applied, what it does not name is kept."""
+    from speakerscribe.http.realtime import RealtimeProtocol
+    from speakerscribe.http.streaming import ProtocolError
+    from speakerscribe.http.ws import BinaryProtocol
+
+    binary = BinaryProtocol()
+    first = binary.parse({"text": json.dumps({"type": "config", "language": "en", "turn_detection": None})})[0]
+    assert first.options.language == "en" and first.options.turn_detection is None
+    assert first.reply == {"type": "ready", "config": binary.config()} and binary.config()["turn_detection"] is None
+    second = binary.parse({"text": json.dumps({"type": "config", "prompt": "AMI", "speaker_threshold": 0.4})})[0]
+    assert (second.options.language, second.options.prompt, second.options.turn_detection) == ("en", "AMI", None)
+    assert second.options.speaker_threshold == 0.4
+    realtime = RealtimeProtocol()
+    update = {"audio": {"input": {"transcription": {"language": "en"}, "turn_detection": None}}}
+    done = realtime.parse({"text": json.dumps({"type": "session.update", "session": update})})[0]
+    assert done.options == first.options  # the same message in either protocol, the same options
+    bad = [
+        ({"turn_detection": {"threshold": 7}}, "threshold"),
+        ({"turn_detection": {"type": "semantic_vad"}}, "server_vad"),
+        ({"language": 5}, "language"),
+        ({"final_diarization": "yes"}, "final_diarization"),
+        ({"speaker_threshold": 2}, "speaker_threshold"),
+    ]
+    for fields, named in bad:
+        with pytest.raises(ProtocolError) as binary_error:
+            binary.parse({"text": json.dumps({"type": "config", **fields})})
+        assert binary_error.value.code == "invalid_config" and named in str(binary_error.value)
+    assert binary.options == second.options  # a refused message changes nothing
+    with pytest.raises(ProtocolError) as realtime_error:
+        session = {"audio": {"input": {"transcription": {"language": 5}}}}
+        realtime.parse({"text": json.dumps({"type": "session.update", "event_id": "e1", "session": session})})
+    assert realtime_error.value.code == "invalid_session" and realtime_error.value.event_id == "e1"
+
+
 # --------------------------------------------------------------------------------------- session, real weights
 @pytest.fixture(scope="module")
 def handler(real_models):

@@ -149,7 +149,6 @@ class RealtimeProtocol(Protocol):
         if not isinstance(session, dict):
             raise ProtocolError("`session` must be an object", "invalid_session", event_id)
         o = self.options
-        language, prompt, detection = o.language, o.prompt, o.turn_detection
         rate = self.rate
         if beta:
             fmt = session.get("input_audio_format", "pcm16")
@@ -179,30 +178,7 @@ class RealtimeProtocol(Protocol):
                 rate = int(fmt.get("rate", 24000))
             transcription = audio_in.get("transcription") or {}
             turn = audio_in.get("turn_detection", "keep")
-        if not isinstance(transcription, dict):
-            raise ProtocolError("`transcription` must be an object", "invalid_session", event_id)
-        if "language" in transcription:
-            language = transcription["language"] or None
-        if "prompt" in transcription:
-            prompt = transcription["prompt"] or None
-        for name, value in (("language", language), ("prompt", prompt)):
-            if value is not None and (not isinstance(value, str) or len(value) > (40 if name == "language" else 4000)):
-                raise ProtocolError(f"`{name}` must be a string (at most 40 / 4000 characters)", "invalid_session")
-        if turn != "keep":
-            detection = self._turn_detection(turn, event_id)
-        final = session.get("final_diarization", o.final_diarization)
-        threshold = session.get("speaker_threshold", o.speaker_threshold)
-        if not isinstance(final, bool):
-            raise ProtocolError("`final_diarization` must be true or false", "invalid_session", event_id)
-        if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not -1 <= threshold <= 1:
-            raise ProtocolError("`speaker_threshold` must be a number from -1 to 1", "invalid_session", event_id)
-        self.options = StreamOptions(
-            language=language,
-            prompt=prompt,
-            turn_detection=detection,
-            final_diarization=final,
-            speaker_threshold=float(threshold),
-        )
+        self.options = updated_options(o, transcription, turn, session, event_id)
         self.beta = beta
         if rate != self.rate:
             self.rate, self.resample = rate, Resampler(rate)
@@ -212,34 +188,6 @@ class RealtimeProtocol(Protocol):
             "session": self.session_object(),
         }
         return Configure(self.options, reply)
-
-    @staticmethod
-    def _turn_detection(turn: Any, event_id: str | None) -> TurnDetection | None:
-        if turn is None:
-            return None
-        if not isinstance(turn, dict) or turn.get("type", "server_vad") != "server_vad":
-            raise ProtocolError(
-                "turn_detection must be null (manual commits) or {type: 'server_vad', threshold, prefix_padding_ms, "
-                "silence_duration_ms}",
-                "invalid_turn_detection",
-                event_id,
-            )
-        d = TurnDetection()
-        values = {
-            "threshold": turn.get("threshold", d.threshold),
-            "prefix_padding_ms": turn.get("prefix_padding_ms", d.prefix_padding_ms),
-            "silence_duration_ms": turn.get("silence_duration_ms", d.silence_duration_ms),
-        }
-        bounds = {"threshold": (0.0, 1.0), "prefix_padding_ms": (0, 5000), "silence_duration_ms": (100, 10000)}
-        for key, value in values.items():
-            lo, hi = bounds[key]
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
-                raise ProtocolError(
-                    f"turn_detection.{key} must be a number from {lo} to {hi}", "invalid_turn_detection", event_id
-                )
-        return TurnDetection(
-            float(values["threshold"]), int(values["prefix_padding_ms"]), int(values["silence_duration_ms"])
-        )
 
     # ------------------------------------------------------------------------------------------ encoding
     def encode(self, event) -> list[dict]:
@@ -317,3 +265,67 @@ async def realtime(websocket: WebSocket) -> None:
         await websocket.close(code=1008)
         return
     await serve_stream(websocket, protocol, protocol.options)
+
+
+def updated_options(
+    current: StreamOptions, transcription: Any, turn: Any, session: dict, event_id: str | None
+) -> StreamOptions:
+    """The session options after an update, each value checked; what the update does not name stays as in
+    ``current``: ``transcription`` ({language, prompt}), ``turn`` (``"keep"``, or a ``turn_detection`` object or
+    None) and ``session``'s ``final_diarization`` / ``speaker_threshold``. Both WebSocket protocols take it."""
+    language, prompt, detection = current.language, current.prompt, current.turn_detection
+    if not isinstance(transcription, dict):
+        raise ProtocolError("`transcription` must be an object", "invalid_session", event_id)
+    if "language" in transcription:
+        language = transcription["language"] or None
+    if "prompt" in transcription:
+        prompt = transcription["prompt"] or None
+    for name, value in (("language", language), ("prompt", prompt)):
+        if value is not None and (not isinstance(value, str) or len(value) > (40 if name == "language" else 4000)):
+            raise ProtocolError(
+                f"`{name}` must be a string (at most 40 / 4000 characters)", "invalid_session", event_id
+            )
+    if turn != "keep":
+        detection = turn_detection(turn, event_id)
+    final = session.get("final_diarization", current.final_diarization)
+    threshold = session.get("speaker_threshold", current.speaker_threshold)
+    if not isinstance(final, bool):
+        raise ProtocolError("`final_diarization` must be true or false", "invalid_session", event_id)
+    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not -1 <= threshold <= 1:
+        raise ProtocolError("`speaker_threshold` must be a number from -1 to 1", "invalid_session", event_id)
+    return StreamOptions(
+        language=language,
+        prompt=prompt,
+        turn_detection=detection,
+        final_diarization=final,
+        speaker_threshold=float(threshold),
+    )
+
+
+def turn_detection(turn: Any, event_id: str | None) -> TurnDetection | None:
+    """A ``turn_detection`` object checked: None (manual commits) or server VAD with its bounds."""
+    if turn is None:
+        return None
+    if not isinstance(turn, dict) or turn.get("type", "server_vad") != "server_vad":
+        raise ProtocolError(
+            "turn_detection must be null (manual commits) or {type: 'server_vad', threshold, prefix_padding_ms, "
+            "silence_duration_ms}",
+            "invalid_turn_detection",
+            event_id,
+        )
+    d = TurnDetection()
+    values = {
+        "threshold": turn.get("threshold", d.threshold),
+        "prefix_padding_ms": turn.get("prefix_padding_ms", d.prefix_padding_ms),
+        "silence_duration_ms": turn.get("silence_duration_ms", d.silence_duration_ms),
+    }
+    bounds = {"threshold": (0.0, 1.0), "prefix_padding_ms": (0, 5000), "silence_duration_ms": (100, 10000)}
+    for key, value in values.items():
+        lo, hi = bounds[key]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+            raise ProtocolError(
+                f"turn_detection.{key} must be a number from {lo} to {hi}", "invalid_turn_detection", event_id
+            )
+    return TurnDetection(
+        float(values["threshold"]), int(values["prefix_padding_ms"]), int(values["silence_duration_ms"])
+    )

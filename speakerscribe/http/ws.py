@@ -26,7 +26,7 @@ from starlette.websockets import WebSocket
 from ..formats import to_openai_diarized
 from ..response import word_json
 from ..stream.session import Completed, Delta, SpeechStarted, SpeechStopped, StreamOptions, Summary
-from .realtime import RealtimeProtocol
+from .realtime import updated_options
 from .streaming import Append, Commit, Configure, Finish, Protocol, ProtocolError, Resampler, serve_stream
 
 END = "END_OF_AUDIO"
@@ -85,22 +85,13 @@ class BinaryProtocol(Protocol):
         if not isinstance(rate, int) or isinstance(rate, bool) or not 8000 <= rate <= 48000:
             raise ProtocolError("`sample_rate` must be an integer from 8000 to 48000", "invalid_config")
         # the same checks and defaults as the realtime protocol's session.update
-        session = {
-            "type": "transcription",
-            "audio": {"input": {"transcription": {k: event[k] for k in ("language", "prompt") if k in event}}},
-        }
-        if "turn_detection" in event:
-            session["audio"]["input"]["turn_detection"] = event["turn_detection"]
-        for key in ("final_diarization", "speaker_threshold"):
-            if key in event:
-                session[key] = event[key]
-        shared = RealtimeProtocol()
-        shared.options = self.options
+        transcription = {k: event[k] for k in ("language", "prompt") if k in event}
         try:
-            configured = shared._configure(session, beta=False, event_id=None)
+            self.options = updated_options(
+                self.options, transcription, event.get("turn_detection", "keep"), event, None
+            )
         except ProtocolError as exc:
             raise ProtocolError(str(exc), "invalid_config") from None
-        self.options = configured.options
         if rate != self.rate:
             self.rate, self.resample = rate, Resampler(rate)
         return Configure(self.options, {"type": "ready", "config": self.config()})
