@@ -144,6 +144,12 @@ class SpeakerDiarizer:
         return getattr(self.pipeline, "_embedding", None)
 
     @property
+    def frame_pool(self):
+        """The CAM++ model's pooling (frames -> one embedding), for embeddings taken from the frames the diarizer
+        computed (only when it computed them: a CAM++ pipeline with shared frames)."""
+        return self.embedding_model.model_.campplus.pool
+
+    @property
     def can_name(self) -> bool:
         """Known speakers can be matched: the pipeline has a speaker-embedding model."""
         return self.embedding_model is not None
@@ -169,8 +175,7 @@ class SpeakerDiarizer:
         if not pieces:
             return np.zeros((0, 1), dtype=np.float32)
         if frames is not None:
-            pool = self.embedding_model.model_.campplus.pool
-            return turn_pieces.frame_embeddings(pool, frames, pieces, FRAME_HOP / SAMPLE_RATE)
+            return turn_pieces.frame_embeddings(self.frame_pool, frames, pieces, FRAME_HOP / SAMPLE_RATE)
         clips = [(waveform.samples[int(p.start * SAMPLE_RATE) : int(p.end * SAMPLE_RATE)], ()) for p in pieces]
         return np.concatenate([self.embed_clips(clips[a : a + batch]) for a in range(0, len(clips), batch)])
 
@@ -193,8 +198,7 @@ class SpeakerDiarizer:
         clips = [(r.waveform.samples, r.speech) for r in references]
         if isinstance(model, CAMPPlusEmbedding) and frames is not None:
             refs = campplus_clip_embeddings(model, clips)
-            pool = model.campplus.pool
-            return refs, frame_speaker_embeddings(pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
+            return refs, frame_speaker_embeddings(self.frame_pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
         pieces = [(speaker_speech(waveform.samples, turns, label), ()) for label in labels]
         both = self.embed_clips(clips + pieces)
         return both[: len(clips)], both[len(clips) :]
@@ -205,7 +209,7 @@ class SpeakerDiarizer:
             result.exclusive,
             result.turns,
             frames,
-            self.pipeline._embedding.model_.campplus.pool,
+            self.frame_pool,
             FRAME_HOP / SAMPLE_RATE,
             self.recluster_options,
         )
