@@ -18,6 +18,7 @@ import numpy as np
 
 from .asr import DecodePlan, WhisperEngine
 from .cancel import CancelToken
+from .coverage import MAX_FOLLOW_UP_ROUNDS, chunks_in, covered_spans, follow_up_windows
 from .diarize import SpeakerDiarizer
 from .errors import CapacityError, InputError, RequestCancelled, short_message
 from .merge import (
@@ -44,6 +45,16 @@ SECOND_LOOK_PAD_S = 0.1  # audio added on both sides of such a stretch (never re
 HEARD_PAD_S = 0.15  # a word "covers" this much on both sides
 
 ProgressHook = Callable[[str, int, int], None]  # (stage name, units done, units in total)
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What the speech detector found: the regions Whisper decodes, whether they are the whole audio because the
+    VAD heard speech only briefly, and its per-frame probabilities (None without a VAD, or when ``whole``)."""
+
+    regions: list[Span]
+    whole: bool
+    probabilities: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -130,21 +141,23 @@ class Transcriber:
         probabilities = self.models.vad.probabilities_of([w.samples for w in waveforms])
         return [speech_regions(p, w.duration, self.vad_options) for p, w in zip(probabilities, waveforms)]
 
-    def _speech(self, waveform: Waveform, options: SpeechOptions) -> tuple[list[Span], bool]:
-        """Speech regions, and whether the VAD heard speech only in moments too brief to make a region
-        (:func:`speakerscribe.vad.heard_only_briefly`)."""
+    def hear(self, waveform: Waveform, options: SpeechOptions) -> Heard:
+        """The audio Whisper hears: the speech regions, or the whole audio when the VAD heard speech only in moments
+        too brief to make a region (:func:`speakerscribe.vad.heard_only_briefly`; then Whisper's own no-speech and
+        log-probability tests decide, as without the VAD). Silence and steady noise never reach the threshold and
+        still give nothing."""
         if self.models.vad is None or not options.vad_filter:
-            return ([Span(0.0, waveform.duration)] if waveform.duration > 0 else []), False
+            return Heard([Span(0.0, waveform.duration)] if waveform.duration > 0 else [], False, None)
         probs = self.models.vad.probabilities(waveform.samples)
         regions = speech_regions(probs, waveform.duration, self.vad_options)
-        return regions, heard_only_briefly(probs, regions, self.vad_options)
+        if heard_only_briefly(probs, regions, self.vad_options):
+            return Heard([Span(0.0, waveform.duration)], True, None)
+        return Heard(regions, False, probs)
 
     def speech_for_whisper(self, waveform: Waveform, options: SpeechOptions) -> tuple[list[Span], bool]:
-        """The audio Whisper hears: the speech regions, or the whole audio when the VAD heard speech only briefly
-        (then Whisper's own no-speech and log-probability tests decide, as without the VAD; True is returned).
-        Silence and steady noise never reach the threshold and still give nothing."""
-        regions, brief = self._speech(waveform, options)
-        return ([Span(0.0, waveform.duration)], True) if brief else (regions, False)
+        """:meth:`hear`'s regions, and whether they are the whole audio because the VAD heard speech only briefly."""
+        heard = self.hear(waveform, options)
+        return heard.regions, heard.whole
 
     @staticmethod
     def attribute(
@@ -206,7 +219,8 @@ class Transcriber:
 
         report("speech", 0, 1)
         with timer("vad"):
-            regions, whole = self.speech_for_whisper(waveform, options.speech)
+            heard = self.hear(waveform, options.speech)
+        regions, whole = heard.regions, heard.whole
         report("speech", 1, 1)
         windows = plan_windows(regions, waveform.samples, options.windows.chunk_length_s)
         plan = self.plan(options, windows)
@@ -224,6 +238,7 @@ class Transcriber:
                 transcript, plan = self._transcribe(
                     waveform, windows, options, plan, lambda done, total: report("transcribe", done, total), timer
                 )
+                transcript = self._follow_up(waveform, heard, transcript, options, plan, timer)
             except BaseException:
                 cancel.cancel("failed")  # diarization running alongside stops at its next batch
                 raise
@@ -259,6 +274,48 @@ class Transcriber:
             warnings=tuple(warnings),
             timings={name: round(seconds, 4) for name, seconds in timer.timings.items()},
         )
+
+    def _follow_up(
+        self,
+        waveform: Waveform,
+        heard: Heard,
+        transcript: Transcript,
+        options: RequestOptions,
+        plan: DecodePlan,
+        timer: StageTimer,
+    ) -> Transcript:
+        """Speech the VAD heard that no chunk covers is decoded again, in windows of its own, all in one batch, in
+        the language already found; up to ``MAX_FOLLOW_UP_ROUNDS`` times, since a follow-up window may stop early
+        too. A window that gives nothing (Whisper: not speech) is not decoded again (:mod:`speakerscribe.coverage`).
+        """
+        if heard.probabilities is None or not transcript.chunks:
+            return transcript
+        declined: list[Span] = []
+        asr = options.asr
+        if transcript.language and asr.language is None:
+            asr = dataclasses.replace(asr, language=transcript.language)
+        threshold = self.vad_options.threshold
+        for round_ in range(MAX_FOLLOW_UP_ROUNDS):
+            covered = covered_spans(transcript.chunks) + declined
+            windows = follow_up_windows(
+                heard.regions, covered, heard.probabilities, threshold, waveform.samples, options.windows.chunk_length_s
+            )
+            if not windows:
+                break
+            with timer("asr_follow_up"):
+                more, _ = self._transcribe(waveform, windows, dataclasses.replace(options, asr=asr), plan, None, timer)
+            declined += [w for w in windows if not chunks_in(w, more.chunks)]
+            logger.info(
+                "follow-up %d: %d window(s), %.1f s of uncovered speech, %d chunk(s) found",
+                round_ + 1,
+                len(windows),
+                sum(w.end - w.start for w in windows),
+                len(more.chunks),
+            )
+            if more.chunks:
+                chunks = tuple(sorted(transcript.chunks + more.chunks, key=lambda c: (c.start, c.end)))
+                transcript = dataclasses.replace(transcript, chunks=chunks)
+        return transcript
 
     def _second_look(
         self,
