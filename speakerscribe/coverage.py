@@ -46,11 +46,14 @@ def follow_up_windows(
     samples: np.ndarray,
     max_len: float,
 ) -> list[Span]:
-    """Windows over the speech ``regions`` that nothing ``covered`` reaches: stretches of at least
-    ``FOLLOW_UP_MIN_S`` in which the VAD hears at least ``FOLLOW_UP_MIN_SPEECH_S`` of speech, padded by
-    ``FOLLOW_UP_PAD_S`` and cut into windows of at most ``max_len`` seconds (each stretch its own windows:
+    """Windows over the speech ``regions`` that nothing ``covered`` (padded spans, :func:`covered_spans`) reaches:
+    stretches of at least ``FOLLOW_UP_MIN_S`` in which the VAD hears at least ``FOLLOW_UP_MIN_SPEECH_S`` of speech,
+    padded by ``FOLLOW_UP_PAD_S``, then widened by ``COVER_PAD_S`` so that a window starts at the last timestamp
+    before it (Whisper's end times run late as often as early: the next turn's first word can start before the
+    previous chunk's end), and cut into windows of at most ``max_len`` seconds (each stretch its own windows:
     packing two would decode the covered speech between them again)."""
     gaps = uncovered(regions, covered, FOLLOW_UP_MIN_S, FOLLOW_UP_PAD_S)
+    gaps = [Span(g.start - COVER_PAD_S, g.end + COVER_PAD_S) for g in gaps]
     duration = samples.size / SAMPLE_RATE
     gaps = [Span(max(0.0, g.start), min(g.end, duration)) for g in gaps if g.start < duration]
     gaps = [g for g in gaps if speech_seconds(probabilities, g, threshold) >= FOLLOW_UP_MIN_SPEECH_S]

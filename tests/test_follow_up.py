@@ -34,7 +34,8 @@ def test_uncovered_speech_at_a_window_end_gets_a_follow_up_window():
     windows = follow_up_windows(regions, covered_spans(chunks), probs, 0.5, samples, 30.0)
     assert len(windows) == 1
     w = windows[0]
-    assert 27.6 < w.start < 27.9 and w.end == pytest.approx(33.1)  # padded by FOLLOW_UP_PAD_S
+    # from the last timestamp on, padded by FOLLOW_UP_PAD_S + COVER_PAD_S after the region's end
+    assert w.start == pytest.approx(27.6) and w.end == pytest.approx(33.25)
 
 
 def test_covered_speech_silence_and_brief_noise_get_no_follow_up():
@@ -48,7 +49,7 @@ def test_covered_speech_silence_and_brief_noise_get_no_follow_up():
     assert follow_up_windows([Span(29.8, 31.0)], [], brief, 0.5, samples, 30.0) == []
     # the same region with enough speech in it: one window
     enough = probabilities(40, [(30.0, 30.6)])
-    assert follow_up_windows([Span(29.8, 31.0)], [], enough, 0.5, samples, 30.0) == [Span(29.7, 31.1)]
+    assert follow_up_windows([Span(29.8, 31.0)], [], enough, 0.5, samples, 30.0) == [Span(29.55, 31.25)]
 
 
 def test_word_times_cover_more_precisely_than_their_chunk():
