@@ -10,7 +10,8 @@
 # /opt/python on PATH, so that `python` and `pip` are what the PyTorch image gives the Dockerfile. It is made once:
 # its tag names a hash of this script, and a later run finds it.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+SELF=$(readlink -f "$0")
+cd "$(dirname "$SELF")/.."
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/scripts/containers.conf}
 
 if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1 \
@@ -21,7 +22,7 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 || !
   $SUDO apt-get install -y -qq --no-install-recommends podman runc mmdebstrap uidmap >/dev/null
 fi
 
-BASE="localhost/speakerscribe-base:$(sha256sum "$0" | cut -c1-12)"
+BASE="localhost/speakerscribe-base:$(sha256sum "$SELF" | cut -c1-12)"
 if ! podman image exists "$BASE"; then
   echo "== making the base image $BASE (Debian bookworm, about a minute)" >&2
   work=$(mktemp -d)

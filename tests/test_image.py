@@ -127,6 +127,8 @@ def mounted_models(real_models, tmp_path_factory) -> Path:
 
 @dataclass(frozen=True)
 class Container:
+    """The running container: its name, its URL on loopback and when it was started (monotonic seconds)."""
+
     name: str
     url: str
     started: float
