@@ -1,6 +1,6 @@
 # speakerscribe's own image: the HTTP server (Endpoints contract + OpenAI API) on port 80, as a non-root user.
 #
-#   docker build -t speakerscribe .
+#   docker build -t speakerscribe .        (podman: add --format docker, or SHELL and HEALTHCHECK are dropped)
 #   docker run --gpus all -p 8080:80 -e ASR_MODEL=openai/whisper-large-v3 \
 #     -e DIARIZATION_MODEL=pyannote/speaker-diarization-community-1 -e HF_TOKEN speakerscribe
 #
@@ -18,9 +18,11 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
-COPY requirements.txt constraints-image.txt ./
-# the base image's torch satisfies requirements.txt's range, so it is kept; constraints pin what must match it
-RUN pip install --no-cache-dir -r requirements.txt -c constraints-image.txt \
+# the base image's torch satisfies requirements.txt's range, so it is kept; the constraints pin what must match it
+# (CONSTRAINTS=constraints-ci.txt: CI's versions, for a base without torch)
+ARG CONSTRAINTS=constraints-image.txt
+COPY requirements.txt ${CONSTRAINTS} ./
+RUN pip install --no-cache-dir -r requirements.txt -c "${CONSTRAINTS}" \
     && setcap cap_net_bind_service=+ep "$(readlink -f "$(command -v python)")"
 
 COPY handler.py config.py diarization_utils.py ./

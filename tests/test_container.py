@@ -1,6 +1,6 @@
-"""The custom image (Dockerfile). No container builder runs on these machines (no Docker daemon), so CI lints the
-Dockerfile with hadolint and runs the image's own entry command, with the image's environment, from a folder that
-holds exactly what the Dockerfile copies, against the offline default models."""
+"""The custom image (Dockerfile) without a container: hadolint, and the image's own entry command, with the image's
+environment, run from a folder that holds exactly what the Dockerfile copies, against the offline default models.
+tests/test_image.py builds and runs the image itself with podman."""
 
 from __future__ import annotations
 
@@ -55,12 +55,16 @@ def image_command() -> list[str]:
 
 
 def image_files(dest: Path) -> Path:
-    """A folder with what the Dockerfile's COPY instructions put in /app."""
+    """A folder with what the Dockerfile's COPY instructions put in /app (build arguments at their defaults)."""
     dest.mkdir(parents=True, exist_ok=True)
+    args: dict[str, str] = {}
     for word, rest in instructions():
+        if word == "ARG":
+            name, _, default = rest.partition("=")
+            args[name] = default.strip('"')
         if word != "COPY" or rest.startswith("--"):
             continue
-        *sources, _target = rest.split()
+        *sources, _target = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], rest).split()
         for source in sources:
             path = REPO / source
             if path.is_dir():
