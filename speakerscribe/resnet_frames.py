@@ -56,27 +56,26 @@ def window_frames(model, num_samples: int) -> int:
 def trunk_frames(model, fbank: torch.Tensor, block: int = 1000, context: int = CONTEXT, batch: int = 4) -> torch.Tensor:
     """(fbank frames, mel) -> (channels x frequency bins, ceil(frames / 8)) trunk output, float16, block by block.
 
-    ``block`` and ``context`` are in fbank frames (multiples of 8); ``context`` >= half the receptive field."""
+    ``block`` and ``context`` are in fbank frames (multiples of 8); ``context`` >= half the receptive field. Only
+    pieces of the same length share a batch: padding a short piece would not be the convolutions' zero padding."""
     n_fbank = fbank.shape[0]
     n_out = max(1, math.ceil(n_fbank / TIME_STRIDE))
-    starts = list(range(0, n_fbank, block))
+    spans = [(s, max(0, s - context), min(n_fbank, s + block + context)) for s in range(0, n_fbank, block)]
+    groups: dict[int, list[tuple[int, int, int]]] = {}
+    for span in spans:
+        groups.setdefault(span[2] - span[1], []).append(span)
     out = None
-    for first in range(0, len(starts), batch):
-        group = starts[first : first + batch]
-        lo = [max(0, s - context) for s in group]
-        width = max(min(n_fbank, s + block + context) - a for s, a in zip(group, lo))
-        pieces = fbank.new_zeros(len(group), width, fbank.shape[1])  # zeros: the normalised mean, as padding
-        for i, (s, a) in enumerate(zip(group, lo)):
-            piece = fbank[a : min(n_fbank, s + block + context)]
-            pieces[i, : piece.shape[0]] = piece
-        feats = model.resnet.forward_frames(pieces)  # (g, channels, bins, ~width / 8)
-        feats = feats.flatten(1, 2)
-        if out is None:
-            out = torch.empty(feats.shape[1], n_out, dtype=torch.float16, device=feats.device)
-        for i, (s, a) in enumerate(zip(group, lo)):
-            f0, skip = s // TIME_STRIDE, (s - a) // TIME_STRIDE
-            take = min(block // TIME_STRIDE, n_out - f0)
-            out[:, f0 : f0 + take] = feats[i, :, skip : skip + take]
+    for same in groups.values():
+        for first in range(0, len(same), batch):
+            group = same[first : first + batch]
+            feats = model.resnet.forward_frames(torch.stack([fbank[a:b] for _, a, b in group]))  # (g, C, bins, t)
+            feats = feats.flatten(1, 2)
+            if out is None:
+                out = torch.empty(feats.shape[1], n_out, dtype=torch.float16, device=feats.device)
+            for i, (s, a, _) in enumerate(group):
+                f0, skip = s // TIME_STRIDE, (s - a) // TIME_STRIDE
+                take = min(block // TIME_STRIDE, n_out - f0)
+                out[:, f0 : f0 + take] = feats[i, :, skip : skip + take]
     return out
 
 

@@ -155,3 +155,63 @@ def write_random_pipeline(out_dir: str | Path, seed: int = 0, embedding: str = "
         embedding_batch_size=8,
         segmentation_batch_size=8,
     )
+
+
+# pyannote/speaker-diarization-community-1's config.yaml as published (pyannote.audio 4; the same values as
+# SpeakerDiarization.default_parameters() for VBx): VBx clustering with a PLDA, WeSpeaker ResNet34 embeddings
+COMMUNITY1_CONFIG = """version: 4.0.0
+pipeline:
+  name: pyannote.audio.pipelines.SpeakerDiarization
+  params:
+    clustering: VBxClustering
+    segmentation: $model/segmentation
+    segmentation_batch_size: 32
+    embedding: $model/embedding
+    embedding_batch_size: 32
+    embedding_exclude_overlap: true
+    plda: $model/plda
+params:
+  clustering:
+    threshold: 0.6
+    Fa: 0.07
+    Fb: 0.8
+  segmentation:
+    min_duration_off: 0.0
+"""
+
+
+def random_resnet34_checkpoint(seed: int = 0) -> bytes:
+    """``pytorch_model.bin`` bytes of pyannote's WeSpeaker ResNet34 at its real size (6.6 M parameters, 256-d),
+    random weights, as pyannote/wespeaker-voxceleb-resnet34-LM and community-1's ``embedding/`` hold it."""
+    import io
+
+    import pyannote.audio
+    import torch
+    from pyannote.audio.core.task import Problem, Resolution, Specifications
+    from pyannote.audio.models.embedding import WeSpeakerResNet34
+
+    from speakerscribe.offline.pyannote_folder import lightning_checkpoint
+
+    torch.manual_seed(seed)
+    model = WeSpeakerResNet34()
+    model.specifications = Specifications(problem=Problem.REPRESENTATION, resolution=Resolution.CHUNK, duration=10.0)
+    buf = io.BytesIO()
+    torch.save(lightning_checkpoint(model, pyannote.audio.__version__), buf)
+    return buf.getvalue()
+
+
+def write_community1_pipeline(out_dir: str | Path, segmentation: str | Path, seed: int = 0) -> Path:
+    """A folder laid out as pyannote/speaker-diarization-community-1 (``config.yaml``, ``segmentation/``,
+    ``embedding/``, ``plda/``): its config, the segmentation checkpoint at ``segmentation`` (a
+    ``pytorch_model.bin``; models/diarization has the real segmentation-3.0), a random ResNet34 and a neutral PLDA
+    (identity transforms: VBx runs, its clusters say nothing)."""
+    from speakerscribe.offline.pyannote_folder import write_identity_plda
+
+    out = Path(out_dir)
+    for sub in ("segmentation", "embedding"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    (out / "segmentation" / "pytorch_model.bin").write_bytes(Path(segmentation).read_bytes())
+    (out / "embedding" / "pytorch_model.bin").write_bytes(random_resnet34_checkpoint(seed))
+    write_identity_plda(out / "plda", 256)
+    (out / "config.yaml").write_text(COMMUNITY1_CONFIG)
+    return out

@@ -17,6 +17,13 @@ AMI = Path(__file__).resolve().parents[1] / "data" / "ami"
 
 
 @pytest.fixture(scope="module")
+def ami_folder() -> Path:
+    from speakerscribe_dev import ami
+
+    return ami.prepare(AMI)
+
+
+@pytest.fixture(scope="module")
 def resnet_pipeline(tmp_path_factory):
     """A pipeline folder with pyannote's WeSpeaker ResNet34 at its real size (random weights)."""
     from speakerscribe_dev.random_models import write_random_pipeline
@@ -125,7 +132,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.slow
-def test_resnet_shared_frames_give_pyannotes_embeddings_and_labels(resnet_pipeline):
+def test_resnet_shared_frames_give_pyannotes_embeddings_and_labels(resnet_pipeline, ami_folder):
     """Real speech (16 s of an AMI meeting), windows every 5 s (starting on both trunk phases), the random ResNet34:
     every active (window, speaker) embedding within cosine 0.99 of pyannote's own, and the same labelled turns."""
     import soundfile as sf
@@ -135,7 +142,7 @@ def test_resnet_shared_frames_give_pyannotes_embeddings_and_labels(resnet_pipeli
     from speakerscribe.pyannote_pipeline import SharedFrameDiarization, build
     from speakerscribe.runtime import Placement
 
-    samples, rate = sf.read(AMI / "dev00.wav", dtype="float32")
+    samples, rate = sf.read(ami_folder / "dev00.wav", dtype="float32")
     file = {"waveform": torch.from_numpy(samples[: 16 * rate])[None], "sample_rate": rate}
     ours, theirs = build(Pipeline.from_pretrained(resnet_pipeline)), Pipeline.from_pretrained(resnet_pipeline)
     assert type(ours) is SharedFrameDiarization and type(theirs) is not SharedFrameDiarization
