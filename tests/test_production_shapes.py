@@ -182,7 +182,7 @@ def test_turbo_transcribes_by_hub_id(hub_cache, offline, clip):
     assert set(out) >= {"text", "chunks", "speakers"} and out["speakers"] == []
 
 
-def test_pyannote_31_loads_with_only_its_own_repositories(cache_31, offline, clip):
+def test_pyannote_31_loads_with_only_its_own_repositories(cache_31, offline, clip, random_models):
     """3.1 clusters agglomeratively and never uses a PLDA: a cache holding 3.1, segmentation-3.0 and
     wespeaker-voxceleb-resnet34-LM (what a token for 3.1 reaches) is enough."""
     from speakerscribe.pyannote_pipeline import SharedFrameDiarization
