@@ -141,7 +141,7 @@ def test_resnet_frames_compares_shared_frames_with_pyannotes_path(real_models):
     from speakerscribe_dev import ami
 
     ami.prepare(REPO / "data" / "ami")
-    out = run("benchmarks/resnet_frames.py", "--seconds", "11", "--repeats", "1")
+    out = run("benchmarks/resnet_frames.py", "--seconds", "10", "--repeats", "1")
     assert re.search(r"repeat 0: per window [\d.]+ s, shared frames [\d.]+ s, ratio [\d.]+", out)
     assert re.search(r"cosine min 0\.99\d+ median", out), out
     assert "labelled turns identical: True" in out
