@@ -26,7 +26,8 @@ class SpeakerDiarizer:
 
     :meth:`load` and :meth:`from_pipeline` build speakerscribe's pipeline (:mod:`speakerscribe.pyannote_pipeline`);
     the constructor takes any pyannote pipeline as it is (``shared_frames`` says whether it is a
-    :class:`~speakerscribe.pyannote_pipeline.SharedFrameDiarization`, which the second clustering pass needs)."""
+    :class:`~speakerscribe.pyannote_pipeline.SharedFrameDiarization` that keeps CAM++ frames, which the second
+    clustering pass needs)."""
 
     def __init__(
         self,
@@ -84,12 +85,17 @@ class SpeakerDiarizer:
         recluster: bool = True,
     ) -> SpeakerDiarizer:
         """A loaded pyannote pipeline made speakerscribe's (:func:`speakerscribe.pyannote_pipeline.build`: shared
-        frames where the embedding model is CAM++, bounded clustering), then wrapped."""
+        frames where the embedding model is CAM++ or a WeSpeaker ResNet, bounded clustering), then wrapped; the CAM++
+        frames are kept for the second clustering pass and naming."""
         configure_pyannote_environment()
         from . import pyannote_pipeline  # imports pyannote.audio: after configure_pyannote_environment()
+        from .campplus import CAMPPlusEmbedding
 
         pipeline = pyannote_pipeline.build(pipeline, shared_frames)
-        uses_frames = isinstance(pipeline, pyannote_pipeline.SharedFrameDiarization)
+        # ResNet pipelines share frames for speed only: the second pass and piece naming were calibrated on CAM++
+        uses_frames = isinstance(pipeline, pyannote_pipeline.SharedFrameDiarization) and isinstance(
+            pipeline._embedding.model_, CAMPPlusEmbedding
+        )
         return cls(pipeline, placement, allow_tf32, uses_frames, recluster)
 
     def __call__(

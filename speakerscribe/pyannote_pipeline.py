@@ -8,7 +8,7 @@ Where CAM++ comes from
     its sub-models, and every model checkpoint names its own class by dotted path. The offline default's embedding
     checkpoint (written by :mod:`speakerscribe.offline.pyannote_folder`) names
     ``speakerscribe.campplus.CAMPPlusEmbedding``, so pyannote imports CAM++ from that path while loading. Other
-    pipelines (pyannote's own, WeSpeaker embeddings) load the same way and keep pyannote's embedding path.
+    pipelines (pyannote's own, WeSpeaker embeddings) load the same way.
 
 What :func:`build` changes
     pyannote constructs the pipeline objects, so we cannot choose their classes; :func:`build` replaces the class of
@@ -16,9 +16,10 @@ What :func:`build` changes
     named below stay pyannote's.
 
     * ``SpeakerDiarization`` (exactly that class) -> :class:`SharedFrameDiarization`, when the embedding model is
-      :class:`~speakerscribe.campplus.CAMPPlusEmbedding` and shared frames are on: ``get_embeddings`` pools frames
-      computed once per file (:mod:`speakerscribe.shared_frames`) and keeps them in ``last_frames`` for the second
-      clustering pass (:mod:`speakerscribe.recluster`).
+      :class:`~speakerscribe.campplus.CAMPPlusEmbedding` or one of pyannote's WeSpeaker ResNets (community-1 and 3.1
+      use ResNet34) and shared frames are on: ``get_embeddings`` pools frames computed once per file
+      (:mod:`speakerscribe.shared_frames`) and, for CAM++, keeps them in ``last_frames`` for the second clustering
+      pass (:mod:`speakerscribe.recluster`).
     * the clustering (any of pyannote's ``BaseClustering`` classes) -> the same class with
       :class:`BoundedEmbeddings` in front (:class:`BoundedAgglomerativeClustering` and :class:`BoundedVBxClustering`
       for the two that pipelines use): ``filter_embeddings`` keeps at most ``max_embeddings``
@@ -37,9 +38,9 @@ from .shared_frames import shared_frame_embeddings
 
 
 class SharedFrameDiarization(SpeakerDiarization):
-    """pyannote's pipeline; speaker embeddings from CAM++ frames computed once per file."""
+    """pyannote's pipeline; speaker embeddings from CAM++ or ResNet frames computed once per file."""
 
-    last_frames = None  # (channels, frames) of the last file embedded here; the caller takes and clears it
+    last_frames = None  # (channels, frames) of the last file embedded here (CAM++ only); the caller takes and clears it
 
     def get_embeddings(self, file, binary_segmentations, exclude_overlap: bool = False, hook=None):
         if file.get("sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
@@ -94,9 +95,12 @@ def bounded_class(cls: type) -> type:
 
 
 def supports_shared_frames(pipeline) -> bool:
-    embedding = getattr(pipeline, "_embedding", None)
-    return type(pipeline) in (SpeakerDiarization, SharedFrameDiarization) and isinstance(
-        getattr(embedding, "model_", None), CAMPPlusEmbedding
+    """The pipeline is pyannote's ``SpeakerDiarization`` with a CAM++ or WeSpeaker ResNet embedding model."""
+    from .resnet_frames import is_resnet
+
+    model = getattr(getattr(pipeline, "_embedding", None), "model_", None)
+    return type(pipeline) in (SpeakerDiarization, SharedFrameDiarization) and (
+        isinstance(model, CAMPPlusEmbedding) or is_resnet(model)
     )
 
 

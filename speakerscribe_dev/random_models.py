@@ -155,3 +155,239 @@ def write_random_pipeline(out_dir: str | Path, seed: int = 0, embedding: str = "
         embedding_batch_size=8,
         segmentation_batch_size=8,
     )
+
+
+# pyannote/speaker-diarization-community-1's config.yaml as published (pyannote.audio 4; the same values as
+# SpeakerDiarization.default_parameters() for VBx): VBx clustering with a PLDA, WeSpeaker ResNet34 embeddings
+COMMUNITY1_CONFIG = """version: 4.0.0
+pipeline:
+  name: pyannote.audio.pipelines.SpeakerDiarization
+  params:
+    clustering: VBxClustering
+    segmentation: $model/segmentation
+    segmentation_batch_size: 32
+    embedding: $model/embedding
+    embedding_batch_size: 32
+    embedding_exclude_overlap: true
+    plda: $model/plda
+params:
+  clustering:
+    threshold: 0.6
+    Fa: 0.07
+    Fb: 0.8
+  segmentation:
+    min_duration_off: 0.0
+"""
+
+
+def random_resnet34_checkpoint(seed: int = 0) -> bytes:
+    """``pytorch_model.bin`` bytes of pyannote's WeSpeaker ResNet34 at its real size (6.6 M parameters, 256-d),
+    random weights, as pyannote/wespeaker-voxceleb-resnet34-LM and community-1's ``embedding/`` hold it."""
+    import io
+
+    import pyannote.audio
+    import torch
+    from pyannote.audio.core.task import Problem, Resolution, Specifications
+    from pyannote.audio.models.embedding import WeSpeakerResNet34
+
+    from speakerscribe.offline.pyannote_folder import lightning_checkpoint
+
+    torch.manual_seed(seed)
+    model = WeSpeakerResNet34()
+    model.specifications = Specifications(problem=Problem.REPRESENTATION, resolution=Resolution.CHUNK, duration=10.0)
+    buf = io.BytesIO()
+    torch.save(lightning_checkpoint(model, pyannote.audio.__version__), buf)
+    return buf.getvalue()
+
+
+def write_community1_pipeline(out_dir: str | Path, segmentation: str | Path, seed: int = 0) -> Path:
+    """A folder laid out as pyannote/speaker-diarization-community-1 (``config.yaml``, ``segmentation/``,
+    ``embedding/``, ``plda/``): its config, the segmentation checkpoint at ``segmentation`` (a
+    ``pytorch_model.bin``; models/diarization has the real segmentation-3.0), a random ResNet34 and a neutral PLDA
+    (identity transforms: VBx runs, its clusters say nothing)."""
+    from speakerscribe.offline.pyannote_folder import write_identity_plda
+
+    out = Path(out_dir)
+    for sub in ("segmentation", "embedding"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    (out / "segmentation" / "pytorch_model.bin").write_bytes(Path(segmentation).read_bytes())
+    (out / "embedding" / "pytorch_model.bin").write_bytes(random_resnet34_checkpoint(seed))
+    write_identity_plda(out / "plda", 256)
+    (out / "config.yaml").write_text(COMMUNITY1_CONFIG)
+    return out
+
+
+# pyannote/speaker-diarization-3.1's config.yaml as published: agglomerative clustering (no PLDA), the
+# segmentation and the embedding from two other repositories
+PIPELINE_31_CONFIG = """version: 3.1.0
+
+pipeline:
+  name: pyannote.audio.pipelines.SpeakerDiarization
+  params:
+    clustering: AgglomerativeClustering
+    embedding: pyannote/wespeaker-voxceleb-resnet34-LM
+    embedding_batch_size: 32
+    embedding_exclude_overlap: true
+    segmentation: pyannote/segmentation-3.0
+    segmentation_batch_size: 32
+
+params:
+  clustering:
+    method: centroid
+    min_cluster_size: 12
+    threshold: 0.7045654963945799
+  segmentation:
+    min_duration_off: 0.0
+"""
+
+# Hub repositories laid out by write_production_repos, by id
+WHISPER_SHAPES = {
+    "openai/whisper-large-v3": {"decoder_layers": 2, "seed": 3},
+    "openai/whisper-large-v3-turbo": {"decoder_layers": 1, "seed": 4},
+    "distil-whisper/distil-large-v3": {"decoder_layers": 1, "seed": 5},
+}
+
+
+def large_v3_tokenizer_json(base_tokenizer: str | Path) -> dict[str, Any]:
+    """Whisper large-v3's tokenizer from the multilingual base tokenizer (``tokenizer.json`` of whisper-base):
+    the same 50,257 text tokens, ``<|yue|>`` inserted after ``<|su|>`` (so ``<|translate|>`` and every later
+    special id move up by one), ``<|nocaptions|>`` renamed ``<|nospeech|>`` as large-v3 names it, the timestamps
+    dropped (:func:`speakerscribe.offline.whisper_convert.tokenizer_with_timestamps` adds them after the specials,
+    from 50365, to 51865)."""
+    import json
+    import re
+
+    data = json.loads(Path(base_tokenizer).read_text())
+    specials = []
+    for token in sorted(data["added_tokens"], key=lambda t: t["id"]):
+        if re.fullmatch(r"<\|\d+\.\d\d\|>", token["content"]):
+            continue
+        if token["content"] == "<|nocaptions|>":
+            token = {**token, "content": "<|nospeech|>"}
+        specials.append(token)
+        if token["content"] == "<|su|>":
+            specials.append({**token, "content": "<|yue|>"})
+    first = specials[0]["id"]
+    data["added_tokens"] = [{**t, "id": first + i} for i, t in enumerate(specials)]
+    ids = {t["content"]: t["id"] for t in data["added_tokens"]}
+    for entry in (data.get("post_processor") or {}).get("special_tokens", {}).values():
+        entry["ids"] = [ids[t] for t in entry["tokens"]]
+    return data
+
+
+def large_v3_generation_fields(tokenizer: dict[str, Any], base_generation: dict[str, Any], layers: int, heads: int):
+    """large-v3's generation config from its tokenizer: the special ids, the 100 languages, base's suppression
+    list moved with the ids (every id from 50358 up by one), alignment heads inside the reduced decoder."""
+    ids = {t["content"]: t["id"] for t in tokenizer["added_tokens"]}
+    shift = ids["<|translate|>"] - base_generation["task_to_id"]["translate"]
+    moved = base_generation["task_to_id"]["translate"]
+    languages = {k: v for k, v in ids.items() if ids["<|startoftranscript|>"] < v < ids["<|translate|>"]}
+    return {
+        "decoder_start_token_id": ids["<|startoftranscript|>"],
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|endoftext|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+        "no_timestamps_token_id": ids["<|notimestamps|>"],
+        "prev_sot_token_id": ids["<|startofprev|>"],
+        "is_multilingual": True,
+        "suppress_tokens": [t + shift if t >= moved else t for t in base_generation["suppress_tokens"]],
+        "begin_suppress_tokens": base_generation["begin_suppress_tokens"],
+        "alignment_heads": [[layers - 1, h] for h in range(heads)],
+        "max_initial_timestamp_index": 50,
+        "max_length": 448,
+        "return_timestamps": False,
+        "lang_to_id": languages,
+        "task_to_id": {"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+    }
+
+
+def write_large_v3_shaped(
+    out_dir: str | Path, base: str | Path, decoder_layers: int = 2, seed: int = 0, d_model: int = 64, heads: int = 2
+) -> Path:
+    """A Whisper folder in large-v3's layout and vocabulary (128 mel bins, 51,866 ids, large-v3's tokenizer and
+    generation config) with a reduced, random network (``d_model``, 2 encoder layers, ``decoder_layers``).
+    ``base`` is a multilingual Whisper folder (models/whisper-base) whose tokenizer it starts from."""
+    import json
+
+    from speakerscribe.offline.whisper_convert import N_TIMESTAMP_TOKENS, save_whisper_folder
+
+    base = Path(base)
+    tokenizer = large_v3_tokenizer_json(base / "tokenizer.json")
+    ids = {t["content"]: t["id"] for t in tokenizer["added_tokens"]}
+    vocab_size = max(ids.values()) + 1 + N_TIMESTAMP_TOKENS
+    fields = {
+        "vocab_size": vocab_size,
+        "d_model": d_model,
+        "num_mel_bins": 128,
+        "encoder_layers": 2,
+        "decoder_layers": decoder_layers,
+        "encoder_attention_heads": heads,
+        "decoder_attention_heads": heads,
+        "encoder_ffn_dim": 4 * d_model,
+        "decoder_ffn_dim": 4 * d_model,
+        "max_source_positions": 1500,
+        "max_target_positions": 448,
+        "decoder_start_token_id": ids["<|startoftranscript|>"],
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|endoftext|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+    }
+    base_generation = json.loads((base / "generation_config.json").read_text())
+    gen = large_v3_generation_fields(tokenizer, base_generation, decoder_layers, heads)
+    return save_whisper_folder(out_dir, fields, gen, tokenizer, state_dict=None, seed=seed)
+
+
+def write_pipeline_31_repos(root: str | Path, segmentation: str | Path, seed: int = 0) -> dict[str, Path]:
+    """The three repositories pyannote/speaker-diarization-3.1 loads, as folders under ``root`` by id: its
+    ``config.yaml``; pyannote/segmentation-3.0 (the checkpoint at ``segmentation``); and
+    pyannote/wespeaker-voxceleb-resnet34-LM (a random ResNet34)."""
+    root = Path(root)
+    repos = {
+        "pyannote/speaker-diarization-3.1": root / "speaker-diarization-3.1",
+        "pyannote/segmentation-3.0": root / "segmentation-3.0",
+        "pyannote/wespeaker-voxceleb-resnet34-LM": root / "wespeaker-voxceleb-resnet34-LM",
+    }
+    for folder in repos.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    (repos["pyannote/speaker-diarization-3.1"] / "config.yaml").write_text(PIPELINE_31_CONFIG)
+    (repos["pyannote/segmentation-3.0"] / "pytorch_model.bin").write_bytes(Path(segmentation).read_bytes())
+    (repos["pyannote/wespeaker-voxceleb-resnet34-LM"] / "pytorch_model.bin").write_bytes(
+        random_resnet34_checkpoint(seed)
+    )
+    return repos
+
+
+def put_in_hub_cache(cache: str | Path, repo_id: str, folder: str | Path, revision: str = "0" * 40) -> Path:
+    """Copy ``folder`` into a Hugging Face cache as ``repo_id`` at ``revision`` (``models--org--name/snapshots/
+    <revision>/`` and ``refs/main``), where ``from_pretrained(repo_id)`` finds it with ``HF_HUB_OFFLINE=1``."""
+    import shutil
+
+    repo = Path(cache) / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / revision
+    shutil.copytree(folder, snapshot, dirs_exist_ok=True)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(revision)
+    return snapshot
+
+
+def write_production_cache(cache: str | Path, models: str | Path, work: str | Path) -> Path:
+    """A Hugging Face cache holding, from random weights in their published layouts, the repositories a
+    deployment names: openai/whisper-large-v3, -large-v3-turbo, distil-whisper/distil-large-v3 and
+    pyannote/speaker-diarization-community-1. ``models`` is the offline folder (whisper-base's tokenizer, the real
+    segmentation-3.0); ``work`` a scratch folder."""
+    models, work = Path(models), Path(work)
+    for i, (repo_id, shape) in enumerate(WHISPER_SHAPES.items()):
+        folder = write_large_v3_shaped(work / f"whisper-{i}", models / "whisper-base", **shape)
+        put_in_hub_cache(cache, repo_id, folder, revision=f"{i + 1:040x}")
+    community = write_community1_pipeline(work / "community-1", models / "diarization/segmentation/pytorch_model.bin")
+    put_in_hub_cache(cache, "pyannote/speaker-diarization-community-1", community, revision="c" * 40)
+    return Path(cache)
+
+
+def write_31_cache(cache: str | Path, models: str | Path, work: str | Path) -> Path:
+    """A Hugging Face cache holding pyannote/speaker-diarization-3.1 and the two repositories its config names,
+    and nothing else (a token for 3.1 reaches exactly these)."""
+    segmentation = Path(models) / "diarization" / "segmentation" / "pytorch_model.bin"
+    for j, (repo_id, folder) in enumerate(write_pipeline_31_repos(Path(work) / "pyannote-3.1", segmentation).items()):
+        put_in_hub_cache(cache, repo_id, folder, revision=f"{j + 10:040x}")
+    return Path(cache)

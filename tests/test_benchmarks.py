@@ -135,3 +135,14 @@ def test_worker_threads_compares_with_an_idle_torch_thread(real_models):
     out = run("benchmarks/worker_threads.py", "--lines", "4", "--repeats", "1")
     assert out.count("| wall s |") == 2 and "idle torch thread alive" in out
     assert re.search(r"\| vad s \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", out)
+
+
+def test_resnet_frames_compares_shared_frames_with_pyannotes_path(real_models):
+    from speakerscribe_dev import ami
+
+    ami.prepare(REPO / "data" / "ami")
+    out = run("benchmarks/resnet_frames.py", "--seconds", "10", "--repeats", "1")
+    assert re.search(r"repeat 0: per window [\d.]+ s, shared frames [\d.]+ s, ratio [\d.]+", out)
+    assert re.search(r"cosine min 0\.99\d+ median", out), out
+    assert "labelled turns identical: True" in out
+    assert re.search(r"speed-up \(median of per-repeat ratios\): [\d.]+x", out)
