@@ -61,9 +61,12 @@ class SpeakerDiarizer:
         configure_pyannote_environment()
         try:
             import torch
-            from pyannote.audio import Pipeline
 
-            pipeline = Pipeline.from_pretrained(model_id, token=token)
+            from .pyannote_loading import load_pipeline  # imports pyannote.audio: after the line above
+
+            pipeline = load_pipeline(model_id, token=token)
+        except ModelLoadError:
+            raise
         except Exception as exc:
             raise ModelLoadError(f"could not load DIARIZATION_MODEL {model_id!r}: {short_message(exc)}") from exc
         if pipeline is None:  # pyannote returns None when a Hub download is refused (gated model, bad token)
