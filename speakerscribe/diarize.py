@@ -12,7 +12,7 @@ from .errors import ModelLoadError, short_message
 from .options import KNOWN_SPEAKER_THRESHOLD, SpeakerCounts
 from .recluster import ReclusterOptions, recluster
 from .records import SAMPLE_RATE, Diarization, SpeakerMatch, SpeakerTurn, Waveform
-from .runtime import Placement, configure_pyannote_environment, tf32_guard
+from .runtime import Placement, configure_pyannote_environment, ignoring_warning, tf32_guard
 from .shared_frames import FRAME_HOP
 from .speaker_names import MIN_PIECE_S, PIECE_S, Reference, match_speakers, name_pieces, piece_length, rename
 from .timing import StageTimer
@@ -92,6 +92,7 @@ class SpeakerDiarizer:
         from . import pyannote_pipeline  # imports pyannote.audio: after configure_pyannote_environment()
 
         pipeline = pyannote_pipeline.build(pipeline, shared_frames)
+        measure_min_samples(pipeline)
         uses_frames = isinstance(pipeline, pyannote_pipeline.SharedFrameDiarization)
         return cls(pipeline, placement, allow_tf32, uses_frames, recluster)
 
@@ -220,6 +221,16 @@ class SpeakerDiarizer:
         if (lo is not None and count < lo) or (hi is not None and count > hi):
             return result
         return Diarization(turns=turns, exclusive=exclusive)
+
+
+def measure_min_samples(pipeline) -> None:
+    """Measure the embedding model's shortest input now, at load time: pyannote finds it on first use by running the
+    model on ever shorter noise, and WeSpeaker's statistics pooling warns ``std(): degrees of freedom is <= 0`` on
+    each too-short try (a measurement, not a fault), into the first request's log."""
+    embedding = getattr(pipeline, "_embedding", None)
+    if embedding is not None and hasattr(type(embedding), "min_num_samples"):
+        with ignoring_warning(UserWarning, "std(): degrees of freedom is <= 0"):
+            embedding.min_num_samples  # noqa: B018 - a cached property: computed once, here
 
 
 def annotation_turns(annotation, duration: float) -> tuple[SpeakerTurn, ...]:
