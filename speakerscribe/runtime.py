@@ -241,7 +241,8 @@ def configure_logging(level: int, fmt: str) -> None:
     if logging.getLogger().handlers:
         return
     logging.basicConfig(level=level if level <= logging.DEBUG else max(level, logging.WARNING), format=fmt)
-    logging.getLogger("speakerscribe").setLevel(level)
+    for ours in ("speakerscribe", "__main__"):  # (an entry point run with ``python -m`` logs as __main__)
+        logging.getLogger(ours).setLevel(level)
 
 
 def start_worker(fn, *args, name: str = "worker") -> Future:
