@@ -37,7 +37,7 @@ def hub_cache(tmp_path, monkeypatch):
     return cache
 
 
-def request(handler, seconds: float = 12.0) -> dict:
+def request(handler, seconds: float = 6.0) -> dict:
     audio = base64.b64encode(wav_bytes(speechlike(seconds))).decode()
     return handler({"inputs": audio, "parameters": {"vad_filter": False}})
 
