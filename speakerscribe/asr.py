@@ -41,7 +41,7 @@ from .greedy import TimestampRules, VocabProjection, greedy_decode
 from .languages import normalise_language
 from .options import AsrOptions
 from .records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform, Word
-from .runtime import Placement, quiet_generation_warnings
+from .runtime import Placement, quiet_generation_warnings, quiet_transformers
 from .timing import StageTimer
 from .whisper_tokens import (
     RawSegment,
@@ -200,10 +200,7 @@ class WhisperEngine:
         model.to(placement.device).eval()
         assistant = None
         if assistant_id:
-            try:
-                assistant = AutoModelForCausalLM.from_pretrained(assistant_id, **kwargs)
-            except Exception as exc:
-                raise ModelLoadError(f"could not load ASSISTANT_MODEL {assistant_id!r}: {short_message(exc)}") from exc
+            assistant = load_assistant(AutoModelForCausalLM, assistant_id, kwargs)
             if assistant.config.vocab_size != model.config.vocab_size:
                 raise ModelLoadError(
                     f"ASSISTANT_MODEL {assistant_id!r} has vocabulary size {assistant.config.vocab_size}, "
@@ -463,7 +460,10 @@ class WhisperEngine:
         kwargs = {"assistant_model": assistant} if assistant is not None else {}
         if self.min_new_tokens is None:  # forced token counts (benchmarks) must not stop early
             kwargs["stopping_criteria"] = StoppingCriteriaList([_StopOnLoop(prompt_length, self.eos)])
-        with self._generate_lock:
+        # a draft model's generate, run by transformers for us, logs a generation-config deprecation and duplicated
+        # SuppressTokens processor notices (about its own internal call): quiet for the assisted call only
+        quiet = quiet_transformers() if assistant is not None else contextlib.nullcontext()
+        with self._generate_lock, quiet:
             return GenerationMixin.generate(
                 self.model,
                 encoder_outputs=encoder_outputs,
@@ -727,3 +727,27 @@ def _cut_loop(d: _Decoded) -> None:
 def _next(sorted_positions: list[int], pos: int) -> int:
     i = int(np.searchsorted(sorted_positions, pos, side="right"))
     return sorted_positions[i] if i < len(sorted_positions) else pos
+
+
+def load_assistant(auto_class, assistant_id: str, kwargs: dict):
+    """``ASSISTANT_MODEL`` as a causal-LM draft model. A distil-Whisper checkpoint holds an encoder too, which a
+    draft (``WhisperForCausalLM``) does not use: the main model's encoder output feeds it. transformers reports
+    those weights as unexpected in a ~30-line block; it is kept quiet and the weights the draft needs but the
+    checkpoint lacks (which would be left random) are reported here instead."""
+    try:
+        with quiet_transformers():
+            model, info = auto_class.from_pretrained(assistant_id, output_loading_info=True, **kwargs)
+    except Exception as exc:
+        raise ModelLoadError(f"could not load ASSISTANT_MODEL {assistant_id!r}: {short_message(exc)}") from exc
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        logger.warning(
+            "ASSISTANT_MODEL %r lacks %d weights of a %s (left random: the output stays right, drafts are rarely "
+            "accepted): %s",
+            assistant_id,
+            len(missing),
+            type(model).__name__,
+            ", ".join(missing[:5]),
+        )
+    logger.debug("ASSISTANT_MODEL %r: %d unused weights", assistant_id, len(info.get("unexpected_keys") or ()))
+    return model

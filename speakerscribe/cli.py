@@ -21,6 +21,7 @@ from typing import Any, get_args
 
 from .errors import InputError, ModelLoadError, SpeakerscribeError
 from .formats import FILE_FORMATS, render
+from .runtime import configure_logging
 from .settings import InferenceConfig, ModelSettings, parse_parameters
 
 MODEL_FLAGS = ("asr_model", "assistant_model", "diarization_model")
@@ -146,7 +147,7 @@ class Progress:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    configure_logging(logging.INFO if args.verbose else logging.WARNING, "%(levelname)s %(message)s")
     try:
         known = known_speakers_from_args(args)
         cfg = parse_parameters(parameters_from_args(args) | ({"known_speakers": known} if known else {}))

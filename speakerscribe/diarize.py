@@ -12,7 +12,7 @@ from .errors import ModelLoadError, short_message
 from .options import KNOWN_SPEAKER_THRESHOLD, SpeakerCounts
 from .recluster import ReclusterOptions, recluster
 from .records import SAMPLE_RATE, Diarization, SpeakerMatch, SpeakerTurn, Waveform
-from .runtime import Placement, configure_pyannote_environment, tf32_guard
+from .runtime import Placement, configure_pyannote_environment, ignoring_warning, tf32_guard
 from .shared_frames import FRAME_HOP
 from .speaker_names import MIN_PIECE_S, PIECE_S, Reference, match_speakers, name_pieces, piece_length, rename
 from .timing import StageTimer
@@ -62,9 +62,12 @@ class SpeakerDiarizer:
         configure_pyannote_environment()
         try:
             import torch
-            from pyannote.audio import Pipeline
 
-            pipeline = Pipeline.from_pretrained(model_id, token=token)
+            from .pyannote_loading import load_pipeline  # imports pyannote.audio: after the line above
+
+            pipeline = load_pipeline(model_id, token=token)
+        except ModelLoadError:
+            raise
         except Exception as exc:
             raise ModelLoadError(f"could not load DIARIZATION_MODEL {model_id!r}: {short_message(exc)}") from exc
         if pipeline is None:  # pyannote returns None when a Hub download is refused (gated model, bad token)
@@ -92,6 +95,7 @@ class SpeakerDiarizer:
         from .campplus import CAMPPlusEmbedding
 
         pipeline = pyannote_pipeline.build(pipeline, shared_frames)
+        measure_min_samples(pipeline)
         # ResNet pipelines share frames for speed only: the second pass and piece naming were calibrated on CAM++
         uses_frames = isinstance(pipeline, pyannote_pipeline.SharedFrameDiarization) and isinstance(
             pipeline._embedding.model_, CAMPPlusEmbedding
@@ -223,6 +227,16 @@ class SpeakerDiarizer:
         if (lo is not None and count < lo) or (hi is not None and count > hi):
             return result
         return Diarization(turns=turns, exclusive=exclusive)
+
+
+def measure_min_samples(pipeline) -> None:
+    """Measure the embedding model's shortest input now, at load time: pyannote finds it on first use by running the
+    model on ever shorter noise, and WeSpeaker's statistics pooling warns ``std(): degrees of freedom is <= 0`` on
+    each too-short try (a measurement, not a fault), into the first request's log."""
+    embedding = getattr(pipeline, "_embedding", None)
+    if embedding is not None and hasattr(type(embedding), "min_num_samples"):
+        with ignoring_warning(UserWarning, "std(): degrees of freedom is <= 0"):
+            embedding.min_num_samples  # noqa: B018 - a cached property: computed once, here
 
 
 def annotation_turns(annotation, duration: float) -> tuple[SpeakerTurn, ...]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from .asr import WhisperEngine
 from .diarize import SpeakerDiarizer
 from .pipeline import Models, Transcriber
-from .runtime import apply_tf32, resolve_placement
+from .runtime import apply_tf32, configure_logging, no_progress_bars, resolve_placement
 from .settings import DEFAULT_ASR_MODEL, ModelSettings
 from .vad import SileroVAD
 
@@ -36,6 +36,12 @@ def resolve_asr_model(settings: ModelSettings, model_dir: str | None) -> str:
 
 
 def load_models(settings: ModelSettings, model_dir: str | None = None) -> Models:
+    """Load what ``settings`` names (no library progress bars meanwhile: :func:`~.runtime.no_progress_bars`)."""
+    with no_progress_bars():
+        return _load_models(settings, model_dir)
+
+
+def _load_models(settings: ModelSettings, model_dir: str | None) -> Models:
     placement = resolve_placement(settings.device, settings.torch_dtype, settings.attn_implementation)
     apply_tf32(settings.allow_tf32)
     asr_id = resolve_asr_model(settings, model_dir)
@@ -79,7 +85,7 @@ def main() -> int:
     environment names, then exit. The Dockerfile runs it to bake models into an image; it is also a start-up check."""
     from .errors import ModelLoadError
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(logging.INFO, "%(asctime)s %(name)s %(message)s")
     try:
         models = load_models(ModelSettings())
     except (ModelLoadError, ValueError, RuntimeError) as exc:

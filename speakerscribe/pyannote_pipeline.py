@@ -28,12 +28,14 @@ What :func:`build` changes
 
 from __future__ import annotations
 
+import numpy as np
 from pyannote.audio.pipelines import SpeakerDiarization
 from pyannote.audio.pipelines.clustering import AgglomerativeClustering, BaseClustering, VBxClustering
 
 from .bounded_clustering import MAX_EMBEDDINGS, evenly_spaced
 from .campplus import CAMPPlusEmbedding
 from .records import SAMPLE_RATE
+from .runtime import ignoring_warning
 from .shared_frames import shared_frame_embeddings
 
 
@@ -62,6 +64,14 @@ class BoundedEmbeddings:
     ones pyannote leaves out."""
 
     max_embeddings = MAX_EMBEDDINGS
+
+    def __call__(self, *args, **kwargs):
+        # when no local speaker is active long enough to be clustered (silence, noise, a few words), pyannote puts
+        # everything in one cluster and averages zero embeddings for its centroid: numpy's "Mean of empty slice"
+        # and "invalid value" warnings, about a case pyannote handles, into the request's log. (The diarizer's
+        # lock serialises these calls.)
+        with ignoring_warning(RuntimeWarning, "Mean of empty slice"), np.errstate(invalid="ignore"):
+            return super().__call__(*args, **kwargs)
 
     def filter_embeddings(self, embeddings, segmentations=None, min_active_ratio: float = 0.2):
         chosen, chunk_idx, speaker_idx = super().filter_embeddings(

@@ -18,6 +18,14 @@ Process-wide side effects this package makes, all here:
   speech detector then pay a wake-up each: measured on 2 cores, a short tiny.en request took 0.98 s with no other
   thread and 1.98 s while one idle thread that had run a single matmul was alive (decoding 0.64 -> 1.33 s, speech
   detection 0.12 -> 0.43 s), and 1.01 s again once it ended.
+* Library output is switched off only around our own calls, with each library's own switch, and put back after:
+  transformers' and huggingface_hub's progress bars while models load (:func:`no_progress_bars`), transformers'
+  log verbosity around the draft model's load and the assisted ``generate`` (:func:`quiet_transformers`: the
+  unexpected-encoder-keys report, the generation-config deprecation and the duplicated ``SuppressTokens``
+  processor notices are about how transformers drives a draft model, not about anything a deployer can change),
+  and one named warning around one call (:func:`ignoring_warning`). Our entry points log our own loggers at INFO
+  and other libraries' at WARNING (:func:`configure_logging`): matplotlib, imported by pyannote.audio through
+  lightning and torchmetrics, logs "generated new fontManager" at INFO on a machine's first run.
 """
 
 from __future__ import annotations
@@ -130,6 +138,111 @@ def quiet_generation_warnings() -> None:
         return
     logging.getLogger("transformers.generation.utils").addFilter(_DropMessage("The attention mask is not set"))
     _QUIETED = True
+
+
+class _Override:
+    """A process-wide library setting changed while any block that asks for it runs. Blocks may overlap (request
+    threads): the first one in saves the setting and applies ours, the last one out puts the saved one back."""
+
+    def __init__(self, save, apply, restore):
+        self._save, self._apply, self._restore = save, apply, restore
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._saved = None
+
+    @contextmanager
+    def __call__(self):
+        with self._lock:
+            if self._inside == 0:
+                self._saved = self._save()
+                self._apply()
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._inside -= 1
+                if self._inside == 0:
+                    self._restore(self._saved)
+
+
+def _bars_state() -> tuple[bool, bool]:
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as hf_logging
+
+    return hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+
+
+def _bars_off() -> None:
+    from huggingface_hub import constants
+    from transformers.utils import logging as hf_logging
+
+    if constants.HF_HUB_DISABLE_PROGRESS_BARS is False:  # HF_HUB_DISABLE_PROGRESS_BARS=0: the deployer wants them
+        return
+    hf_logging.disable_progress_bar()  # transformers' own bars and huggingface_hub's download bars
+
+
+def _bars_restore(saved: tuple[bool, bool]) -> None:
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    transformers_on, hub_off = saved
+    if transformers_on and not hf_logging.is_progress_bar_enabled():
+        hf_logging.enable_progress_bar()  # (turns huggingface_hub's on too: set right below)
+    if hub_off != are_progress_bars_disabled():
+        (disable_progress_bars if hub_off else enable_progress_bars)()
+
+
+def _verbosity() -> int:
+    from transformers.utils import logging as hf_logging
+
+    return hf_logging.get_verbosity()
+
+
+def _verbosity_error() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+
+
+def _set_verbosity(level: int) -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity(level)
+
+
+no_progress_bars = _Override(_bars_state, _bars_off, _bars_restore)
+no_progress_bars.__doc__ = """``with no_progress_bars():`` transformers' ("Loading weights", "Writing model shards") and
+huggingface_hub's (downloads) progress bars off for the block: a server's log and a command's output are no place
+for them. ``HF_HUB_DISABLE_PROGRESS_BARS=0`` keeps them."""
+
+quiet_transformers = _Override(_verbosity, _verbosity_error, _set_verbosity)
+quiet_transformers.__doc__ = """``with quiet_transformers():`` transformers logs errors only for the block."""
+
+
+@contextmanager
+def ignoring_warning(category: type[Warning], message: str):
+    """The warnings of ``category`` whose text starts with ``message`` are not shown inside the block (the others
+    are). ``warnings.catch_warnings`` swaps the process's filter list for the block, so two such blocks that overlap
+    in threads can put back each other's filters: use it at load time, or where our own lock serialises the calls
+    (the diarizer's)."""
+    import re
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=re.escape(message), category=category)
+        yield
+
+
+def configure_logging(level: int, fmt: str) -> None:
+    """An entry point's logging: our loggers (``speakerscribe.*``) at ``level``, every other library's at WARNING
+    (at DEBUG: everything at DEBUG). Nothing changes when the process configured logging already (an application
+    that imports us, a test runner)."""
+    if logging.getLogger().handlers:
+        return
+    logging.basicConfig(level=level if level <= logging.DEBUG else max(level, logging.WARNING), format=fmt)
+    for ours in ("speakerscribe", "__main__"):  # (an entry point run with ``python -m`` logs as __main__)
+        logging.getLogger(ours).setLevel(level)
 
 
 def start_worker(fn, *args, name: str = "worker") -> Future:

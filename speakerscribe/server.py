@@ -16,6 +16,7 @@ import logging
 
 from .http.app import create_app, graceful_server
 from .http.service import ServerSettings
+from .runtime import configure_logging
 
 __all__ = ["ServerSettings", "create_app", "main"]
 
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", default="", help="repository/model folder passed to EndpointHandler")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(name)s %(message)s")
+    configure_logging(getattr(logging, args.log_level.upper()), "%(asctime)s %(name)s %(message)s")
     settings = ServerSettings()
     host = args.host or settings.host
     port = args.port or settings.port

@@ -21,6 +21,7 @@ import numpy as np
 from .errors import ModelLoadError
 from .options import VadOptions
 from .records import SAMPLE_RATE, Span
+from .runtime import ignoring_warning
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ class SileroVAD:
 
         self._torch = torch
         try:
-            self.model = torch.jit.load(str(silero_jit_path()), map_location="cpu").eval()
+            # silero-vad ships TorchScript, whose loader recent torch marks deprecated on every load: nothing to act on
+            with ignoring_warning(FutureWarning, "`torch.jit.load` is deprecated"):
+                self.model = torch.jit.load(str(silero_jit_path()), map_location="cpu").eval()
         except ModelLoadError:
             raise
         except Exception as exc:  # a corrupt or incompatible TorchScript file

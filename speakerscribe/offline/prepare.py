@@ -32,6 +32,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runtime import configure_logging, no_progress_bars
+
 logger = logging.getLogger("speakerscribe.prepare")
 
 RECIPE_VERSION = 5  # bump when a converter changes what it writes
@@ -291,10 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", choices=sorted(MODELS), help="prepare only these")
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    configure_logging(logging.INFO, "%(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        manifest = prepare(args.out, args.cache or args.out / ".wheels", args.only, args.force)
+        with no_progress_bars():  # our log says what is built and verified; the libraries' bars say nothing more
+            manifest = prepare(args.out, args.cache or args.out / ".wheels", args.only, args.force)
     except PrepareError as exc:
         print(f"prepare failed: {exc}", file=sys.stderr)
         return 1
