@@ -12,7 +12,31 @@ if [ "${free_kb:-0}" -lt $((20 * 1024 * 1024)) ]; then
 fi
 bash scripts/setup.sh
 export PYANNOTE_METRICS_ENABLED=false HF_HUB_OFFLINE=1
-.venv/bin/python -m pytest "$@"
+# The container image test (tests/test_image.py: a real podman build, then the container run as Endpoints runs it)
+# spends most of its 8-14 minutes on pip and disk, so a whole-suite run starts it beside the rest of the suite (its own
+# cache folder and no pytest cache, so the two never write the same file) and prints its log afterwards. Runs that
+# name tests (any argument that is not an option) run just those, in one pytest.
+whole_suite=1
+for arg in "$@"; do [[ "$arg" == -* ]] || whole_suite=0; done
+if [ "$whole_suite" = 1 ]; then
+  image_log=$(mktemp)
+  SPEAKERSCRIBE_CACHE="$PWD/.cache/image-test" .venv/bin/python -m pytest -p no:cacheprovider tests/test_image.py "$@" \
+    >"$image_log" 2>&1 &
+  image_pid=$!
+  suite_status=0
+  .venv/bin/python -m pytest --ignore=tests/test_image.py "$@" || suite_status=$?
+  image_status=0
+  wait "$image_pid" || image_status=$?
+  echo "== tests/test_image.py (ran beside the suite)"
+  cat "$image_log"
+  rm -f "$image_log"
+  if [ "$suite_status" != 0 ] || [ "$image_status" != 0 ]; then
+    echo "FAILED: the suite exited $suite_status, the image test $image_status" >&2
+    exit 1
+  fi
+else
+  .venv/bin/python -m pytest "$@"
+fi
 if [ "${SKIP_MIN_VERSIONS:-0}" != "1" ]; then
   bash scripts/test-min-versions.sh "$@"
 fi
