@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -243,39 +243,38 @@ def main(argv: list[str] | None = None, audio_backend: Any = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     stop = threading.Event()
-    if args.list_devices or args.mic:
-        from . import mic
+    with ExitStack() as opened:
+        source: Any
+        if args.list_devices or args.mic:
+            from . import mic
 
+            try:
+                backend = audio_backend or mic.load_sounddevice()
+                devices = mic.input_devices(backend)
+                if args.list_devices:
+                    print(mic.describe_devices(devices) if devices else "no audio input devices")
+                    return 0
+                # opened before connecting, so a device that cannot record is reported first
+                source = opened.enter_context(mic.MicSource(backend, mic.choose_device(devices, args.device), stop))
+            except mic.MicrophoneError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+        elif args.file is None:
+            parser.print_usage(sys.stderr)
+            print("error: give an audio file, or --mic (or --list-devices)", file=sys.stderr)
+            return 2
+        else:
+            source = _file_source(args.file, args.fast, stop)
+            if source is None:
+                return 2
+        token = args.token or os.environ.get("SPEAKERSCRIBE_TOKEN") or os.environ.get("HF_TOKEN")
+        target = StreamTarget(args.url, args.protocol, token, args.language, args.prompt, args.final_diarization)
         try:
-            backend = audio_backend or mic.load_sounddevice()
-            devices = mic.input_devices(backend)
-            if args.list_devices:
-                print(mic.describe_devices(devices) if devices else "no audio input devices")
-                return 0
-            source: Any = mic.MicSource(backend, mic.choose_device(devices, args.device), stop)
-            source.__enter__()  # opened here, so a device that cannot record is reported before connecting
-        except mic.MicrophoneError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    elif args.file is None:
-        parser.print_usage(sys.stderr)
-        print("error: give an audio file, or --mic (or --list-devices)", file=sys.stderr)
-        return 2
-    else:
-        source = _file_source(args.file, args.fast, stop)
-        if source is None:
-            return 2
-    token = args.token or os.environ.get("SPEAKERSCRIBE_TOKEN") or os.environ.get("HF_TOKEN")
-    target = StreamTarget(args.url, args.protocol, token, args.language, args.prompt, args.final_diarization)
-    try:
-        with stop_on_interrupt(stop):
-            status = stream_blocks(target, source, Printer(args.json))
-    except KeyboardInterrupt:
-        print("error: interrupted before the session's summary", file=sys.stderr)
-        return 130
-    finally:
-        if hasattr(source, "__exit__"):
-            source.__exit__(None, None, None)
+            with stop_on_interrupt(stop):
+                status = stream_blocks(target, source, Printer(args.json))
+        except KeyboardInterrupt:
+            print("error: interrupted before the session's summary", file=sys.stderr)
+            return 130
     dropped = getattr(source, "dropped_seconds", 0.0)
     if dropped:
         print(f"warning: {dropped:.1f} s of microphone audio dropped (the connection fell behind)", file=sys.stderr)

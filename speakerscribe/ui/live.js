@@ -69,6 +69,8 @@ function summary(event) {
 async function start() {
   $("live-error").textContent = "";
   $("live-summary").hidden = true;
+  $("live-lines").replaceChildren(); // one session on screen at a time: the summary speaks of these lines
+  partials = new Map();
   const token = currentToken();
   if (token && !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(token)) {
     $("live-error").textContent = "This token has characters a WebSocket subprotocol cannot carry.";
