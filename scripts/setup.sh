@@ -14,6 +14,14 @@ if ! command -v text2wave >/dev/null 2>&1 || [ ! -d /usr/share/festival/voices/i
     festvox-italp16k >/dev/null
 fi
 
+if ! ldconfig -p 2>/dev/null | grep libportaudio.so.2 >/dev/null || ! command -v chromium >/dev/null 2>&1 \
+  || ! command -v chromedriver >/dev/null 2>&1; then
+  echo "== installing PortAudio (the microphone client) and Chromium + its driver (the page's browser tests)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
+  $SUDO apt-get update -qq || true
+  $SUDO apt-get install -y -qq --no-install-recommends libportaudio2 chromium chromium-driver >/dev/null
+fi
+
 . scripts/venv.sh
 ensure_venv "$VENV" constraints-ci.txt
 

@@ -9,6 +9,7 @@ Routes
 * ``POST /v1/audio/transcriptions``, ``POST /api/v1/audio/transcriptions``: OpenAI's API (:mod:`.openai`).
 * WebSocket ``/v1/realtime?intent=transcription``: OpenAI's Realtime transcription protocol (:mod:`.realtime`);
   WebSocket ``/ws``: binary audio in, JSON out (:mod:`.ws`). Both: :mod:`.streaming` (limits, admission).
+* ``GET /ui/``: the page (live microphone and file transcription, :mod:`.ui`); public, its API calls carry the token.
 
 Statuses: 400 bad input (every parse failure), 401 missing/wrong bearer token (when ``API_TOKEN`` is set), 408
 body not received within ``BODY_TIMEOUT_S``, 413 body or audio too large, 415 unsupported body type, 503 not
@@ -30,9 +31,9 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import Mount, Route, WebSocketRoute
 
-from . import endpoints, openai, realtime, ws
+from . import endpoints, openai, realtime, ui, ws
 from .service import ServerSettings, ServerState, server_state
 
 
@@ -62,6 +63,7 @@ ROUTES = [
     Route("/api/v1/audio/transcriptions", openai.transcriptions, methods=["POST"]),
     WebSocketRoute("/v1/realtime", realtime.realtime),
     WebSocketRoute("/ws", ws.binary),
+    Route("/ui", ui.ui_redirect, methods=["GET"]),
 ]
 
 
@@ -78,7 +80,7 @@ def create_app(load_handler: Callable[[], Any], settings: ServerSettings | None 
         threading.Thread(target=state.load, args=(load_handler,), name="load-models", daemon=True).start()
         yield
 
-    app = Starlette(routes=ROUTES, lifespan=lifespan)
+    app = Starlette(routes=[*ROUTES, Mount("/ui", app=ui.ui_files(), name="ui")], lifespan=lifespan)
     app.state.server = state
     return app
 

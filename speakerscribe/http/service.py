@@ -120,10 +120,14 @@ class ServerState:
             raise HttpError(503, "the models failed to load; the server log has the reason")
         raise HttpError(503, "the models are still loading; retry shortly", {"Retry-After": "5"})
 
-    def check_auth(self, request: Request) -> None:
+    def check_auth(self, request: Request, given: str | None = None) -> None:
+        """401 unless the request carries ``API_TOKEN`` (when one is set): ``given`` when the caller found it
+        elsewhere (a browser's WebSocket subprotocol), else the ``Authorization: Bearer`` header."""
         if self.token is None:
             return
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        scheme = "bearer"
+        if given is None:
+            scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
             raise HttpError(
                 401, "missing or wrong bearer token (Authorization: Bearer <API_TOKEN>)", {"WWW-Authenticate": "Bearer"}

@@ -1,7 +1,9 @@
 """What the two WebSocket routes share: admission, limits, and the loop that feeds a :class:`StreamSession`.
 
 A connection is accepted, then refused with an error message and a close code when the bearer token is wrong
-(1008), the models are not loaded or the server is draining (1013), or ``MAX_STREAMS`` sessions are open (1013).
+(1008; the token comes in the ``Authorization`` header, or from a browser as the subprotocol
+``openai-insecure-api-key.<token>`` beside ``realtime``, which the server picks), the models are not loaded or
+the server is draining (1013), or ``MAX_STREAMS`` sessions are open (1013).
 Then two tasks run: the receiver parses client messages (the protocol's ``parse``) into commands on a queue, and the
 processor runs each command in a worker thread and sends the events. The receiver keeps reading (so the WebSocket
 layer keeps answering pings) until ``QUEUED_AUDIO_S`` of audio wait unprocessed; past that it stops reading (TCP
@@ -108,10 +110,29 @@ class Resampler:
         return np.asarray(self._stream.resample_chunk(samples), dtype=np.float32)
 
 
+KEY_SUBPROTOCOL = "openai-insecure-api-key."  # a browser cannot set headers on a WebSocket: the token comes here
+REALTIME_SUBPROTOCOL = "realtime"
+
+
+def subprotocol_token(websocket: WebSocket) -> str | None:
+    """The token a browser client offers as the subprotocol ``openai-insecure-api-key.<token>`` (as OpenAI's
+    browser clients do), else None."""
+    for offered in websocket.scope.get("subprotocols") or ():
+        if isinstance(offered, str) and offered.startswith(KEY_SUBPROTOCOL):
+            return offered[len(KEY_SUBPROTOCOL) :]
+    return None
+
+
+def chosen_subprotocol(websocket: WebSocket) -> str | None:
+    """``realtime`` when the client offers it (a browser that offers subprotocols fails the connection unless the
+    server picks one of them); the token subprotocol is never echoed back."""
+    return REALTIME_SUBPROTOCOL if REALTIME_SUBPROTOCOL in (websocket.scope.get("subprotocols") or ()) else None
+
+
 def check_admission(websocket: WebSocket, state: ServerState) -> tuple[int, str] | None:
     """(close code, reason) when the connection cannot have a session, else None."""
     try:
-        state.check_auth(websocket)
+        state.check_auth(websocket, subprotocol_token(websocket))
     except HttpError as exc:
         return 1008, exc.message
     if state.admission.draining:
@@ -125,7 +146,7 @@ def check_admission(websocket: WebSocket, state: ServerState) -> tuple[int, str]
 
 async def serve_stream(websocket: WebSocket, protocol: Protocol, options: StreamOptions, subprotocol=None) -> None:
     state: ServerState = websocket.app.state.server
-    await websocket.accept(subprotocol=subprotocol)
+    await websocket.accept(subprotocol=subprotocol or chosen_subprotocol(websocket))
     refused = check_admission(websocket, state)
     if refused is not None:
         code, reason = refused
