@@ -146,3 +146,25 @@ def test_resnet_frames_compares_shared_frames_with_pyannotes_path(real_models):
     assert re.search(r"cosine min 0\.99\d+ median", out), out
     assert "labelled turns identical: True" in out
     assert re.search(r"speed-up \(median of per-repeat ratios\): [\d.]+x", out)
+
+
+def test_peers_runs_faster_whisper_beside_ours_on_the_same_weights(real_models, tmp_path):
+    """faster-whisper in its own environment (made on first use), on the CTranslate2 files the set-up downloaded:
+    every system transcribes the festival conversations and the short clips, and the table has each ratio."""
+    figures = tmp_path / "peers.json"
+    systems = ["ours", "ours+diarizer", "fw-sequential", "fw-batched-int8", "fw-batched-fp32"]
+    out = run(
+        "benchmarks/peers.py",
+        *("--lines", "20", "--sets", "festival", "short", "--repeats", "1", "--json", str(figures)),
+        *("--systems", *systems),
+        timeout=1500,
+    )
+    for system in systems:
+        for set_name in ("festival", "short"):
+            assert re.search(rf"\| whisper-tiny.en \| {set_name} \| {re.escape(system)} \| 0\.\d+ \|", out), out
+    data = json.loads(figures.read_text())
+    for system in systems:  # same weights, same audio: every system gets most words right
+        assert data[system]["festival"]["wer"] < 0.25, (system, data[system]["festival"])
+        assert data[system]["festival"]["xrt"] > 0
+    assert "ratio to fw-batched-int8" in out
+    assert re.search(r"^ours festival: speech regions \(>= 1 s\) without words: ", out, re.M), out

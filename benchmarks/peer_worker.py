@@ -1,0 +1,60 @@
+"""faster-whisper, driven over stdin/stdout by benchmarks/peers.py. Runs in the peers' own virtual environment
+(``.venv-peers``, made by peers.py): faster-whisper is never a dependency of the project.
+
+One JSON object per line in, one per line out:
+
+    {"op": "load", "model": "<CTranslate2 folder>", "mode": "sequential" | "batched", "compute_type": "int8",
+     "threads": 2, "batch_size": 8}                      -> {"ok": true, "seconds": <load time>}
+    {"op": "transcribe", "audio": "<wav path>", "language": "en" | null}
+                                                         -> {"text": "...", "seconds": <wall time>, "segments": N}
+
+Greedy (``beam_size=1``), speech detection on (faster-whisper's Silero VAD), everything else at the library's
+defaults. The wall time covers decoding the file, as the handler's covers decoding the request's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main() -> int:
+    from faster_whisper import BatchedInferencePipeline, WhisperModel
+
+    model = pipeline = None
+    batch_size = 8
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["op"] == "load":
+            started = time.perf_counter()
+            model = WhisperModel(
+                request["model"],
+                device="cpu",
+                compute_type=request.get("compute_type", "default"),
+                cpu_threads=int(request.get("threads", 2)),
+            )
+            pipeline = BatchedInferencePipeline(model) if request.get("mode") == "batched" else None
+            batch_size = int(request.get("batch_size", 8))
+            reply = {"ok": True, "seconds": time.perf_counter() - started}
+        elif request["op"] == "transcribe":
+            started = time.perf_counter()
+            kwargs = dict(beam_size=1, language=request.get("language"), vad_filter=True)
+            if pipeline is not None:
+                segments, _ = pipeline.transcribe(request["audio"], batch_size=batch_size, **kwargs)
+            else:
+                segments, _ = model.transcribe(request["audio"], **kwargs)
+            segments = list(segments)  # the generator does the work
+            reply = {
+                "text": "".join(s.text for s in segments),
+                "seconds": time.perf_counter() - started,
+                "segments": len(segments),
+            }
+        else:
+            reply = {"error": f"unknown op {request['op']!r}"}
+        print(json.dumps(reply), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
