@@ -60,6 +60,13 @@ def follow_up_windows(
     return [w for g in gaps for w in plan_windows([g], samples, max_len)]
 
 
+def confident(chunks: tuple[Chunk, ...], logprob_threshold: float) -> tuple[Chunk, ...]:
+    """The chunks of windows decoded with a mean log-probability of at least ``logprob_threshold``: on a second
+    attempt over audio the first pass left out, Whisper's low-confidence text is what it makes up in a pause between
+    turns ("Thank you.", "Bye."), not a word someone said."""
+    return tuple(c for c in chunks if c.avg_logprob is None or c.avg_logprob >= logprob_threshold)
+
+
 def chunks_in(window: Span, chunks: tuple[Chunk, ...]) -> list[Chunk]:
     """The chunks that start inside ``window``."""
     return [c for c in chunks if window.start <= c.start < window.end]

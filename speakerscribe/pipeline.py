@@ -18,7 +18,7 @@ import numpy as np
 
 from .asr import DecodePlan, WhisperEngine
 from .cancel import CancelToken
-from .coverage import MAX_FOLLOW_UP_ROUNDS, chunks_in, covered_spans, follow_up_windows
+from .coverage import MAX_FOLLOW_UP_ROUNDS, chunks_in, confident, covered_spans, follow_up_windows
 from .diarize import SpeakerDiarizer
 from .errors import CapacityError, InputError, RequestCancelled, short_message
 from .merge import (
@@ -286,12 +286,15 @@ class Transcriber:
     ) -> Transcript:
         """Speech the VAD heard that no chunk covers is decoded again, in windows of its own, all in one batch, in
         the language already found; up to ``MAX_FOLLOW_UP_ROUNDS`` times, since a follow-up window may stop early
-        too. A window that gives nothing (Whisper: not speech) is not decoded again (:mod:`speakerscribe.coverage`).
+        too. A window that gives nothing, or only chunks decoded with a mean log-probability under ``logprob_threshold``
+        (Whisper: not speech, or not sure), is not decoded again (:mod:`speakerscribe.coverage`).
         """
         if heard.probabilities is None or not transcript.chunks:
             return transcript
         declined: list[Span] = []
-        asr = options.asr
+        # no retries at higher temperatures: a follow-up Whisper is not sure of is what it makes up in a pause
+        # between turns ("Thank you.", "Bye."), and it is dropped below
+        asr = dataclasses.replace(options.asr, retry_low_confidence=False)
         if transcript.language and asr.language is None:
             asr = dataclasses.replace(asr, language=transcript.language)
         threshold = self.vad_options.threshold
@@ -304,6 +307,7 @@ class Transcriber:
                 break
             with timer("asr_follow_up"):
                 more, _ = self._transcribe(waveform, windows, dataclasses.replace(options, asr=asr), plan, None, timer)
+            more = dataclasses.replace(more, chunks=confident(more.chunks, asr.logprob_threshold))
             declined += [w for w in windows if not chunks_in(w, more.chunks)]
             logger.info(
                 "follow-up %d: %d window(s), %.1f s of uncovered speech, %d chunk(s) found",
