@@ -192,13 +192,18 @@ def test_file_flow_timeline_downloads_and_errors(ui_server, meeting, tmp_path):
         SHOTS.mkdir(parents=True, exist_ok=True)
         driver.execute_script("player.pause(); window.scrollTo(0, 0)")
         driver.save_screenshot(str(SHOTS / "ui-file.png"))
-        # downloads: the answer already fetched, and one fetched on demand; both exactly what the API answers
+        # downloads in every format: the answer already fetched, and each other one fetched on demand; every one
+        # exactly what the API answers
         folder = tmp_path / "downloads"
         driver.find_element(By.CSS_SELECTOR, "#downloads button[aria-label='Download diarized_json']").click()
         assert downloaded(folder, "meeting.diarized.json") == answer.content
-        driver.find_element(By.CSS_SELECTOR, "#downloads button[aria-label='Download srt']").click()
-        srt = downloaded(folder, "meeting.srt", timeout=600)
-        assert srt == api(ui_server, "srt", meeting.wav, max_speakers="3").content and b"SPEAKER_01: " in srt
+        formats = {"verbose_json": "verbose.json", "json": "json", "text": "txt", "srt": "srt", "vtt": "vtt"}
+        for response_format, ext in formats.items():
+            driver.find_element(By.CSS_SELECTOR, f"#downloads button[aria-label='Download {response_format}']").click()
+            got = downloaded(folder, f"meeting.{ext}", timeout=600)
+            assert got == api(ui_server, response_format, meeting.wav, max_speakers="3").content, response_format
+            assert got.strip(), response_format
+        assert b"SPEAKER_01: " in (folder / "meeting.srt").read_bytes()
         # a phone's width: nothing sticks out sideways
         driver.set_window_size(390, 844)
         assert driver.execute_script("return document.documentElement.scrollWidth") <= 390
