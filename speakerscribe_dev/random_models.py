@@ -15,6 +15,8 @@ from typing import Any
 from speakerscribe.offline.pyannote_folder import write_pipeline_folder
 from speakerscribe.offline.whisper_convert import cut_assistant, save_whisper_folder
 
+from .hub_pipelines import CONFIG_3_1
+
 _CORPUS = """
 the quick brown fox jumps over the lazy dog while the speaker talks about the weather today
 good morning everyone thanks for joining the call we will review the budget and the plan
@@ -217,28 +219,9 @@ def write_community1_pipeline(out_dir: str | Path, segmentation: str | Path, see
     return out
 
 
-# pyannote/speaker-diarization-3.1's config.yaml as published: agglomerative clustering (no PLDA), the
-# segmentation and the embedding from two other repositories
-PIPELINE_31_CONFIG = """version: 3.1.0
-
-pipeline:
-  name: pyannote.audio.pipelines.SpeakerDiarization
-  params:
-    clustering: AgglomerativeClustering
-    embedding: pyannote/wespeaker-voxceleb-resnet34-LM
-    embedding_batch_size: 32
-    embedding_exclude_overlap: true
-    segmentation: pyannote/segmentation-3.0
-    segmentation_batch_size: 32
-
-params:
-  clustering:
-    method: centroid
-    min_cluster_size: 12
-    threshold: 0.7045654963945799
-  segmentation:
-    min_duration_off: 0.0
-"""
+# pyannote/speaker-diarization-3.1's config.yaml as published (agglomerative clustering, no PLDA): one copy, in
+# hub_pipelines
+PIPELINE_31_CONFIG = CONFIG_3_1
 
 # Hub repositories laid out by write_production_repos, by id
 WHISPER_SHAPES = {
