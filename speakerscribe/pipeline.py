@@ -292,11 +292,9 @@ class Transcriber:
         if heard.probabilities is None or not transcript.chunks:
             return transcript
         declined: list[Span] = []
-        # no retries at higher temperatures: a follow-up Whisper is not sure of is what it makes up in a pause
-        # between turns ("Thank you.", "Bye."), and it is dropped below
-        asr = dataclasses.replace(options.asr, retry_low_confidence=False)
-        if transcript.language and asr.language is None:
-            asr = dataclasses.replace(asr, language=transcript.language)
+        # no retries at higher temperatures (_again): a follow-up Whisper is not sure of is what it makes up in a
+        # pause between turns ("Thank you.", "Bye."), and it is dropped below
+        again = _again(options, transcript)
         threshold = self.vad_options.threshold
         for round_ in range(MAX_FOLLOW_UP_ROUNDS):
             covered = covered_spans(transcript.chunks) + declined
@@ -306,8 +304,8 @@ class Transcriber:
             if not windows:
                 break
             with timer("asr_follow_up"):
-                more, _ = self._transcribe(waveform, windows, dataclasses.replace(options, asr=asr), plan, None, timer)
-            more = dataclasses.replace(more, chunks=confident(more.chunks, asr.logprob_threshold))
+                more, _ = self._transcribe(waveform, windows, again, plan, None, timer)
+            more = dataclasses.replace(more, chunks=confident(more.chunks, again.asr.logprob_threshold))
             declined += [w for w in windows if not chunks_in(w, more.chunks)]
             logger.info(
                 "follow-up %d: %d window(s), %.1f s of uncovered speech, %d chunk(s) found",
@@ -316,9 +314,7 @@ class Transcriber:
                 sum(w.end - w.start for w in windows),
                 len(more.chunks),
             )
-            if more.chunks:
-                chunks = tuple(sorted(transcript.chunks + more.chunks, key=lambda c: (c.start, c.end)))
-                transcript = dataclasses.replace(transcript, chunks=chunks)
+            transcript = _joined(transcript, more)
         return transcript
 
     def _second_look(
@@ -335,10 +331,9 @@ class Transcriber:
         lies within ``HEARD_PAD_S``, that stretch is decoded again on its own, in the language already found; the
         new chunks join the transcript in time order. Nothing is re-decoded when every stretch of diarized speech
         has words."""
-        heard = [Span(w.start - HEARD_PAD_S, w.end + HEARD_PAD_S) for c in transcript.chunks for w in (c.words or (c,))]
         extra = uncovered(
             [Span(t.start, t.end) for t in diarization.exclusive or diarization.turns],
-            heard,
+            covered_spans(transcript.chunks, HEARD_PAD_S),
             SECOND_LOOK_MIN_S,
             SECOND_LOOK_PAD_S,
         )
@@ -347,28 +342,15 @@ class Transcriber:
             return transcript
         # each piece is a window of its own: packing would span the speech between pieces, decoded already
         more_windows = [w for s in extra for w in plan_windows([s], waveform.samples, options.windows.chunk_length_s)]
-        # loops are still decoded again; low confidence is not (on these short pieces the temperature ladder cost
-        # more than the first pass and found nothing the greedy pass did not)
-        asr = dataclasses.replace(options.asr, retry_low_confidence=False)
-        if transcript.language and asr.language is None:
-            asr = dataclasses.replace(asr, language=transcript.language)
         with timer("asr_second_look"):
-            more, _ = self._transcribe(waveform, more_windows, dataclasses.replace(options, asr=asr), plan, None, timer)
+            more, _ = self._transcribe(waveform, more_windows, _again(options, transcript), plan, None, timer)
         logger.info(
             "second look: %d window(s), %.1f s of diarized speech without words, %d chunk(s) found",
             len(more_windows),
             sum(w.end - w.start for w in more_windows),
             len(more.chunks),
         )
-        if not more.chunks:
-            return transcript
-        chunks = tuple(sorted(transcript.chunks + more.chunks, key=lambda c: (c.start, c.end)))
-        return dataclasses.replace(
-            transcript,
-            chunks=chunks,
-            language=transcript.language or more.language,
-            language_probability=transcript.language_probability or more.language_probability,
-        )
+        return _joined(transcript, more)
 
     def _transcribe(
         self,
@@ -419,3 +401,25 @@ class Transcriber:
         except Exception as exc:  # reported in the response; the transcript must survive
             logger.exception("diarization failed")
             return None, f"{type(exc).__name__}: {short_message(exc, 300)}"
+
+
+def _again(options: RequestOptions, transcript: Transcript) -> RequestOptions:
+    """The options for decoding stretches again (follow-ups, second look): in the language already found, and
+    without retries for low confidence (loops are still decoded again; on these short pieces the temperature ladder
+    cost more than the first pass and found nothing the greedy pass did not)."""
+    asr = dataclasses.replace(options.asr, retry_low_confidence=False)
+    if transcript.language and asr.language is None:
+        asr = dataclasses.replace(asr, language=transcript.language)
+    return dataclasses.replace(options, asr=asr)
+
+
+def _joined(transcript: Transcript, more: Transcript) -> Transcript:
+    """``transcript`` with the chunks decoded again joined in time order (unchanged when there are none)."""
+    if not more.chunks:
+        return transcript
+    return dataclasses.replace(
+        transcript,
+        chunks=tuple(sorted(transcript.chunks + more.chunks, key=lambda c: (c.start, c.end))),
+        language=transcript.language or more.language,
+        language_probability=transcript.language_probability or more.language_probability,
+    )
