@@ -15,7 +15,7 @@ from typing import Any
 from speakerscribe.offline.pyannote_folder import write_pipeline_folder
 from speakerscribe.offline.whisper_convert import cut_assistant, save_whisper_folder
 
-from .hub_pipelines import CONFIG_3_1
+from .hub_pipelines import CONFIG_3_1, CONFIG_COMMUNITY_1
 
 _CORPUS = """
 the quick brown fox jumps over the lazy dog while the speaker talks about the weather today
@@ -159,27 +159,9 @@ def write_random_pipeline(out_dir: str | Path, seed: int = 0, embedding: str = "
     )
 
 
-# pyannote/speaker-diarization-community-1's config.yaml as published (pyannote.audio 4; the same values as
-# SpeakerDiarization.default_parameters() for VBx): VBx clustering with a PLDA, WeSpeaker ResNet34 embeddings
-COMMUNITY1_CONFIG = """version: 4.0.0
-pipeline:
-  name: pyannote.audio.pipelines.SpeakerDiarization
-  params:
-    clustering: VBxClustering
-    segmentation: $model/segmentation
-    segmentation_batch_size: 32
-    embedding: $model/embedding
-    embedding_batch_size: 32
-    embedding_exclude_overlap: true
-    plda: $model/plda
-params:
-  clustering:
-    threshold: 0.6
-    Fa: 0.07
-    Fb: 0.8
-  segmentation:
-    min_duration_off: 0.0
-"""
+# pyannote/speaker-diarization-community-1's config.yaml as published (VBx clustering with a PLDA, WeSpeaker
+# ResNet34 embeddings): one copy, in hub_pipelines
+COMMUNITY1_CONFIG = CONFIG_COMMUNITY_1
 
 
 def random_resnet34_checkpoint(seed: int = 0) -> bytes:
