@@ -43,7 +43,7 @@ ARG ASSISTANT_MODEL=""
 ARG DIARIZATION_MODEL=""
 RUN --mount=type=secret,id=hf_token,uid=1000 \
     if [ "${BAKE_MODELS}" = "true" ]; then \
-      HF_TOKEN="$(cat /run/secrets/hf_token 2>/dev/null || true)" DEVICE=cpu python -m speakerscribe.loading; \
+      HF_TOKEN="$(cat /run/secrets/hf_token 2>/dev/null || true)" DEVICE=cpu python -m speakerscribe.models.loading; \
     fi
 ENV ASR_MODEL=${ASR_MODEL} \
     ASSISTANT_MODEL=${ASSISTANT_MODEL} \

@@ -2,9 +2,9 @@
 
 ``ModelSettings`` reads the environment (``ASR_MODEL``, ``ASSISTANT_MODEL``, ``DIARIZATION_MODEL``, ``HF_TOKEN``, and
 the deployment options documented in the README) when the handler is constructed. ``InferenceConfig`` validates a
-request's ``parameters``. Both live in :mod:`speakerscribe.settings`; this module keeps the original import path.
+request's ``parameters``. Both live in :mod:`speakerscribe.models.settings`; this module keeps the original import path.
 """
 
-from speakerscribe.settings import InferenceConfig, ModelSettings, parse_parameters
+from speakerscribe.models.settings import InferenceConfig, ModelSettings, parse_parameters
 
 __all__ = ["InferenceConfig", "ModelSettings", "parse_parameters"]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from speakerscribe.audio import load_inputs
+from speakerscribe.audio.decode import load_inputs
 from speakerscribe.merge import attribute_chunks
 from speakerscribe.merge import group_by_speaker as _group
 from speakerscribe.options import SpeakerCounts
@@ -35,7 +35,7 @@ def preprocess_inputs(inputs: Any, sampling_rate: int = 16000):
 def diarize_audio(diarizer_inputs, diarization_pipeline, parameters) -> list[dict[str, Any]]:
     """Run a pyannote pipeline; returns speaker turns ``{"segment": {"start", "end"}, "speaker"}``, consecutive
     turns of one speaker joined."""
-    from speakerscribe.diarize import SpeakerDiarizer
+    from speakerscribe.diarization.diarizer import SpeakerDiarizer
     from speakerscribe.runtime import resolve_placement
 
     samples = np.asarray(diarizer_inputs, dtype=np.float32).reshape(-1)

@@ -37,11 +37,11 @@ def conversations(speech_dir: Path):
 
 
 def ami_table(models: Path, data: Path, splits: list[str], asr: str) -> None:
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.loading import load_transcriber
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.models.loading import load_transcriber
+    from speakerscribe.models.settings import ModelSettings
     from speakerscribe.options import RequestOptions
     from speakerscribe.response import endpoint_response
-    from speakerscribe.settings import ModelSettings
     from speakerscribe_dev import ami
     from speakerscribe_dev.evaluation import evaluate_recording, summarise
 
@@ -102,11 +102,11 @@ def main() -> int:
         ami_table(args.models, args.data, args.splits, args.ami_model)
     if "festival" not in args.sets:
         return 0
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.loading import load_models
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.models.loading import load_models
+    from speakerscribe.models.settings import InferenceConfig, ModelSettings
     from speakerscribe.pipeline import Models, Transcriber
     from speakerscribe.response import endpoint_response
-    from speakerscribe.settings import InferenceConfig, ModelSettings
     from speakerscribe_dev.evaluation import der, wer, word_attribution
 
     convs = conversations(args.speech)

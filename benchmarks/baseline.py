@@ -72,7 +72,7 @@ class OriginalApproach:
     def __call__(self, audio_bytes: bytes, assisted: bool = False, batch_size: int = 24) -> tuple[dict, dict]:
         import torch
 
-        from speakerscribe.audio import decode_audio
+        from speakerscribe.audio.decode import decode_audio
 
         timings: dict[str, float] = {}
         t0 = time.perf_counter()

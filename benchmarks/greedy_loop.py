@@ -1,4 +1,4 @@
-"""The tight decoding loop (speakerscribe.greedy) against transformers' ``generate``, in the same run, interleaved
+"""The tight decoding loop (speakerscribe.asr.greedy) against transformers' ``generate``, in the same run, interleaved
 (these machines are noisy: compare the ratios, not the seconds).
 
     .venv/bin/python benchmarks/greedy_loop.py [--models whisper-tiny.en whisper-base] [--batches 1 4 8]
@@ -31,7 +31,7 @@ SEED = 0
 def tight_loop(engine, states, ids, limit, temperature=0.0):
     import torch
 
-    from speakerscribe.greedy import greedy_decode
+    from speakerscribe.asr.greedy import greedy_decode
 
     rules, stop = engine.timestamp_rules, engine.ends_in_loop
     generator = torch.Generator().manual_seed(SEED) if temperature > 0 else None
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     import soundfile as sf
     import torch
 
-    from speakerscribe.asr import WhisperEngine
+    from speakerscribe.asr.engine import WhisperEngine
     from speakerscribe.records import SAMPLE_RATE, Span, Waveform
     from speakerscribe.runtime import resolve_placement
     from speakerscribe_dev.conversation import MEETING, synthesize

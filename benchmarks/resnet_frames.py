@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     configure_pyannote_environment()
     from pyannote.audio import Pipeline
 
-    from speakerscribe.pyannote_pipeline import SharedFrameDiarization, build
+    from speakerscribe.diarization.pyannote_pipeline import SharedFrameDiarization, build
     from speakerscribe_dev.random_models import write_community1_pipeline
 
     folder = write_community1_pipeline(

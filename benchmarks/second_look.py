@@ -36,8 +36,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from speakerscribe.endpoint import EndpointHandler
+    from speakerscribe.models.settings import ModelSettings
     from speakerscribe.response import endpoint_response
-    from speakerscribe.settings import ModelSettings
     from speakerscribe_dev import ami
     from speakerscribe_dev.conversation import MEETING, long_conversation, synthesize
     from speakerscribe_dev.evaluation import evaluate_recording, summarise, wer

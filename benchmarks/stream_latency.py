@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args(argv)
 
-    from speakerscribe.audio import decode_audio, resample
+    from speakerscribe.audio.decode import decode_audio, resample
     from speakerscribe_dev.conversation import long_conversation, synthesize
 
     conversation = synthesize(long_conversation(args.lines, seed=11), REPO / ".cache" / "speech", f"live_{args.lines}")

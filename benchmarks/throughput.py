@@ -102,10 +102,10 @@ def main() -> int:
 
     from baseline import OriginalApproach
 
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.loading import load_transcriber
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.models.loading import load_transcriber
+    from speakerscribe.models.settings import InferenceConfig, ModelSettings
     from speakerscribe.response import endpoint_response
-    from speakerscribe.settings import InferenceConfig, ModelSettings
     from speakerscribe_dev.evaluation import wer
 
     audio, reference, turns, duration = conversation(args.minutes, REPO / ".cache" / "speech")

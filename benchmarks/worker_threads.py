@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     import torch
 
     from speakerscribe.endpoint import EndpointHandler
-    from speakerscribe.settings import ModelSettings
+    from speakerscribe.models.settings import ModelSettings
     from speakerscribe_dev.conversation import long_conversation, synthesize
 
     conversation = synthesize(long_conversation(args.lines, seed=7), REPO / ".cache" / "speech", f"ab_{args.lines}")

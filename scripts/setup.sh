@@ -26,6 +26,6 @@ fi
 ensure_venv "$VENV" constraints-ci.txt
 
 echo "== preparing offline models in models/"
-PYANNOTE_METRICS_ENABLED=false "$VENV/bin/python" -m speakerscribe.offline.prepare --out models
+PYANNOTE_METRICS_ENABLED=false "$VENV/bin/python" -m speakerscribe.models.prepare --out models
 echo "== preparing real meeting recordings (AMI excerpts) in data/ami/"
 "$VENV/bin/python" -m speakerscribe_dev.ami --out data/ami

@@ -8,16 +8,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .audio import load_inputs, load_reference
+from .audio.decode import load_inputs, load_reference
 from .cancel import CancelToken
 from .errors import InputError, quote
-from .loading import load_transcriber
+from .models.loading import load_transcriber
+from .models.settings import ModelSettings, parse_parameters
 from .options import KnownSpeakers, RequestOptions
 from .pipeline import Transcriber
 from .records import Result
 from .response import endpoint_response
-from .settings import ModelSettings, parse_parameters
-from .speaker_names import MAX_REFERENCE_SECONDS, Reference
+from .speakers.names import MAX_REFERENCE_SECONDS, Reference
 
 
 class EndpointHandler:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .asr.tokens import compression_ratio
 from .records import Result, Utterance
 from .response import endpoint_response, known_json
-from .whisper_tokens import compression_ratio
 
 
 def _ms(seconds: float) -> int:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .intervals import union_intervals
 from .records import Chunk, SpeakerTurn, Utterance, Word
 
 
@@ -87,18 +88,6 @@ def timeline_from_arrays(s: np.ndarray, e: np.ndarray, spk: np.ndarray, labels: 
     return SpeakerTimeline(
         labels, tuple(starts), tuple(ends), points, active, prefix, s[by_start], spk[by_start], e[by_end], spk[by_end]
     )
-
-
-def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge overlapping or touching intervals into sorted disjoint ones."""
-    if starts.size == 0:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    new = np.concatenate([[True], s[1:] > reach[:-1]])
-    first = np.flatnonzero(new)
-    return s[first], np.maximum.reduceat(e, first)
 
 
 def _covered(timeline: SpeakerTimeline, t: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
 """What one request asks of each stage, as frozen records. The only translation from a request's ``parameters``
-into these is :meth:`speakerscribe.settings.InferenceConfig.to_options`; the stages read nothing else.
+into these is :meth:`speakerscribe.models.settings.InferenceConfig.to_options`; the stages read nothing else.
 
 Request parameter -> record field -> where it acts:
 
@@ -72,7 +72,7 @@ class WindowOptions:
 class AsrOptions:
     """Decoding options. ``batch_size`` and ``assisted`` are the request's wishes; what a run uses (smaller batches
     after running out of accelerator memory, ``"auto"`` decided from the number of windows) is an
-    :class:`speakerscribe.asr.DecodePlan`."""
+    :class:`speakerscribe.asr.engine.DecodePlan`."""
 
     task: Literal["transcribe", "translate"] = "transcribe"
     language: str | None = None  # as sent; the engine normalises it ("English" -> "en") against its languages

@@ -1,7 +1,7 @@
 """The job, as named steps: speech regions -> windows -> (ASR || diarization) -> second look -> attribution -> Result.
 
 :meth:`Transcriber.run` takes a decoded waveform and the request's :class:`~speakerscribe.options.RequestOptions`;
-it knows nothing of HTTP, pydantic or the environment (models are loaded by :mod:`speakerscribe.loading`).
+it knows nothing of HTTP, pydantic or the environment (models are loaded by :mod:`speakerscribe.models.loading`).
 Diarization runs in a worker thread while Whisper decodes (both release the GIL inside PyTorch), and its failure
 never costs the transcript: the result carries a warning instead of speakers. The second look decodes again the
 diarized speech that got no words.
@@ -16,26 +16,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .asr import DecodePlan, WhisperEngine
+from .asr.coverage import MAX_FOLLOW_UP_ROUNDS, chunks_in, confident, covered_spans, follow_up_windows
+from .asr.engine import DecodePlan, WhisperEngine
+from .audio.vad import SileroVAD, heard_only_briefly, speech_regions
+from .audio.windows import plan_windows, uncovered
 from .cancel import CancelToken
-from .coverage import MAX_FOLLOW_UP_ROUNDS, chunks_in, confident, covered_spans, follow_up_windows
-from .diarize import SpeakerDiarizer
+from .diarization.diarizer import SpeakerDiarizer
 from .errors import CapacityError, InputError, RequestCancelled, short_message
+from .intervals import union_intervals
 from .merge import (
     attribute_chunks,
     attribute_words,
     group_by_speaker,
     trim_to_speech,
-    union_intervals,
     widen_to_turns,
 )
 from .options import AttributionOptions, RequestOptions, SpeechOptions, VadOptions
 from .records import Chunk, Diarization, Result, Span, SpeakerTurn, Transcript, Utterance, Waveform
 from .runtime import Placement, start_worker
-from .speaker_names import MIN_REFERENCE_SPEECH_S, Reference
+from .speakers.names import MIN_REFERENCE_SPEECH_S, Reference
 from .timing import StageHook, StageTimer
-from .vad import SileroVAD, heard_only_briefly, speech_regions
-from .windows import plan_windows, uncovered
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class Heard:
 
 @dataclass(frozen=True)
 class Models:
-    """What a deployment loaded (see :func:`speakerscribe.loading.load_models`)."""
+    """What a deployment loaded (see :func:`speakerscribe.models.loading.load_models`)."""
 
     asr: WhisperEngine
     diarizer: SpeakerDiarizer | None
@@ -143,7 +143,7 @@ class Transcriber:
 
     def hear(self, waveform: Waveform, options: SpeechOptions) -> Heard:
         """The audio Whisper hears: the speech regions, or the whole audio when the VAD heard speech only in moments
-        too brief to make a region (:func:`speakerscribe.vad.heard_only_briefly`; then Whisper's own no-speech and
+        too brief to make a region (:func:`speakerscribe.audio.vad.heard_only_briefly`; then Whisper's own no-speech and
         log-probability tests decide, as without the VAD). Silence and steady noise never reach the threshold and
         still give nothing."""
         if self.models.vad is None or not options.vad_filter:
@@ -287,7 +287,7 @@ class Transcriber:
         """Speech the VAD heard that no chunk covers is decoded again, in windows of its own, all in one batch, in
         the language already found; up to ``MAX_FOLLOW_UP_ROUNDS`` times, since a follow-up window may stop early
         too. A window that gives nothing, or only chunks decoded with a mean log-probability under ``logprob_threshold``
-        (Whisper: not speech, or not sure), is not decoded again (:mod:`speakerscribe.coverage`).
+        (Whisper: not speech, or not sure), is not decoded again (:mod:`speakerscribe.asr.coverage`).
         """
         if heard.probabilities is None or not transcript.chunks:
             return transcript

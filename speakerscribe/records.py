@@ -98,7 +98,7 @@ class SpeakerMatch:
 @dataclass(frozen=True, slots=True)
 class Diarization:
     """Speaker turns; ``exclusive`` has no overlapping turns (one speaker at a time), ``turns`` may overlap.
-    ``known``: what became of each known speaker the request named (see :mod:`speakerscribe.speaker_names`)."""
+    ``known``: what became of each known speaker the request named (see :mod:`speakerscribe.speakers.names`)."""
 
     turns: tuple[SpeakerTurn, ...]
     exclusive: tuple[SpeakerTurn, ...]

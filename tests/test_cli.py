@@ -13,8 +13,8 @@ from audio_helpers import wav_bytes
 from conftest import REPO
 from test_handler import speechlike
 
-from speakerscribe.cli import build_parser
-from speakerscribe.settings import InferenceConfig
+from speakerscribe.clients.cli import build_parser
+from speakerscribe.models.settings import InferenceConfig
 
 SRT_CUE = re.compile(r"^(\d+)\n(\d\d:\d\d:\d\d,\d{3}) --> (\d\d:\d\d:\d\d,\d{3})\n(.+)$")
 VTT_TIME = re.compile(r"^(\d\d:\d\d:\d\d\.\d{3}) --> (\d\d:\d\d:\d\d\.\d{3})$")
@@ -53,7 +53,7 @@ def run_cli(args, random_models, **env):
 
 
 def test_flags_are_the_request_parameters():
-    from speakerscribe.cli import CLIP_PARAMETERS
+    from speakerscribe.clients.cli import CLIP_PARAMETERS
 
     parser = build_parser()
     dests = {a.dest for a in parser._actions}

@@ -134,12 +134,12 @@ def test_baking_step_loads_the_named_models_and_fails_clearly_on_a_missing_one(r
     env.pop("DIARIZATION_MODEL", None)
     env.pop("ASSISTANT_MODEL", None)
     ok = subprocess.run(
-        [sys.executable, "-m", "speakerscribe.loading"], cwd=REPO, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "speakerscribe.models.loading"], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "loaded: ASR on cpu" in ok.stderr
     env["ASR_MODEL"] = str(tmp_path / "missing")
     bad = subprocess.run(
-        [sys.executable, "-m", "speakerscribe.loading"], cwd=REPO, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "speakerscribe.models.loading"], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert bad.returncode == 1 and "could not load ASR_MODEL" in bad.stderr

@@ -121,7 +121,11 @@ def test_deploy_sends_what_huggingface_hub_sends_and_reports_progress_until_runn
 def test_offline_mode_is_reported_not_a_traceback(api):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_TOKEN": TOKEN, "HF_ENDPOINT": api.base_url}
     proc = subprocess.run(
-        [sys.executable, "-m", "speakerscribe.deploy", *REPO_ARGS], cwd=REPO, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "speakerscribe.deploy", *REPO_ARGS],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 1 and "could not create the endpoint" in proc.stderr
     assert "Traceback" not in proc.stderr

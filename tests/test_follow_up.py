@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from speakerscribe import pipeline
-from speakerscribe.coverage import (
+from speakerscribe.asr.coverage import (
     FOLLOW_UP_MIN_SPEECH_S,
     VAD_FRAME_S,
     chunks_in,

@@ -1,4 +1,4 @@
-"""The tight greedy loop (speakerscribe.greedy) against transformers' own ``generate`` with Whisper's timestamp
+"""The tight greedy loop (speakerscribe.asr.greedy) against transformers' own ``generate`` with Whisper's timestamp
 processor: token for token the same sequences, on random weights (timestamps land anywhere, so every rule is hit)
 and on real weights and speech; and the engine really uses it."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from speakerscribe.greedy import TimestampRules, greedy_decode
+from speakerscribe.asr.greedy import TimestampRules, greedy_decode
 
 
 def _hf_generate(model, encoder_states, prompt, max_new, stop=None, temperature=0.0):
@@ -115,8 +115,8 @@ def test_stops_on_loops_where_generate_stops(random_models):
     """With the engine's stop-on-loop criterion both ways: the same rows stop at the same token."""
     import torch
 
-    from speakerscribe.asr import _StopOnLoop
-    from speakerscribe.whisper_tokens import ends_in_loop, text_token_ids
+    from speakerscribe.asr.engine import _StopOnLoop
+    from speakerscribe.asr.tokens import ends_in_loop, text_token_ids
 
     model = _load(random_models.whisper_en)
     rules = TimestampRules.from_generation_config(model.generation_config)
@@ -173,7 +173,7 @@ def test_sampling_draws_what_generate_draws_from_the_same_seed(random_models):
 
 def test_engine_decodes_with_the_tight_loop(random_models, monkeypatch):
     """The engine's greedy and sampled decodings go through greedy_decode; sampling with a generator of its own."""
-    import speakerscribe.asr as asr
+    import speakerscribe.asr.engine as asr
     from speakerscribe.options import AsrOptions
     from speakerscribe.records import Span, Waveform
     from speakerscribe.runtime import resolve_placement
@@ -204,7 +204,7 @@ def test_sampled_words_do_not_depend_on_other_threads_drawing_random_numbers(ran
 
     import torch
 
-    import speakerscribe.asr as asr
+    import speakerscribe.asr.engine as asr
     from speakerscribe.options import AsrOptions
     from speakerscribe.records import Span, Waveform
     from speakerscribe.runtime import resolve_placement

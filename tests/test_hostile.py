@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from test_handler import speechlike
 from test_server import Server, model_env
 
-from speakerscribe.audio import load_inputs
+from speakerscribe.audio.decode import load_inputs
 from speakerscribe.errors import InputError
-from speakerscribe.settings import parse_parameters
+from speakerscribe.models.settings import parse_parameters
 from speakerscribe_dev.hostile import hostile_cases
 
 

@@ -10,12 +10,12 @@ import pytest
 from starlette.requests import Request
 
 from speakerscribe.errors import AudioTooLongError, CapacityError, InputError, ModelLoadError, RequestCancelled
-from speakerscribe.http import endpoints, openai
-from speakerscribe.http.app import create_app, health
-from speakerscribe.http.errors import HttpError, http_error
-from speakerscribe.http.service import ServerSettings
+from speakerscribe.models.settings import parse_parameters
 from speakerscribe.records import Chunk, Result, Transcript
-from speakerscribe.settings import parse_parameters
+from speakerscribe.serve import endpoints, openai
+from speakerscribe.serve.app import create_app, health
+from speakerscribe.serve.errors import HttpError, http_error
+from speakerscribe.serve.service import ServerSettings
 
 
 class RecordingHandler:

@@ -14,9 +14,9 @@ from conftest import REPO, make_handler
 from test_server import Server
 
 from speakerscribe.errors import InputError
+from speakerscribe.models.settings import parse_parameters
 from speakerscribe.records import Diarization, SpeakerTurn
-from speakerscribe.settings import parse_parameters
-from speakerscribe.speaker_names import PIECE_S, check_names, match_speakers, rename
+from speakerscribe.speakers.names import PIECE_S, check_names, match_speakers, rename
 from speakerscribe_dev.conversation import MEETING, THREE_SPEAKERS, Line, synthesize
 
 # other sentences than the conversations', so a reference never contains the words it is matched against
@@ -67,9 +67,9 @@ def test_pieces_carry_the_name_of_their_own_voice_whatever_cluster_they_were_dia
     whole; SPEAKER_01 (5-7 s) is somebody unknown. In pieces of 1 s: Bob's piece takes Bob's name, the unknown voice
     keeps its label, a piece under the threshold keeps its speaker's name, a short remainder keeps its speaker's
     label, and the overlapping turns follow the exclusive pieces of their label."""
-    from speakerscribe.pieces import cut
     from speakerscribe.records import SpeakerMatch
-    from speakerscribe.speaker_names import MIN_PIECE_S, name_pieces
+    from speakerscribe.speakers.names import MIN_PIECE_S, name_pieces
+    from speakerscribe.speakers.pieces import cut
 
     exclusive = (SpeakerTurn(0, 5, "SPEAKER_00"), SpeakerTurn(5, 7, "SPEAKER_01"), SpeakerTurn(7.1, 7.4, "SPEAKER_00"))
     turns = (SpeakerTurn(0, 5.5, "SPEAKER_00"), SpeakerTurn(5, 7, "SPEAKER_01"), SpeakerTurn(7.1, 7.4, "SPEAKER_00"))
@@ -108,9 +108,9 @@ def test_pieces_carry_the_name_of_their_own_voice_whatever_cluster_they_were_dia
 
 
 def test_a_name_whose_speech_all_went_to_others_is_not_found():
-    from speakerscribe.pieces import cut
     from speakerscribe.records import SpeakerMatch
-    from speakerscribe.speaker_names import name_pieces
+    from speakerscribe.speakers.names import name_pieces
+    from speakerscribe.speakers.pieces import cut
 
     exclusive = (SpeakerTurn(0, 2, "SPEAKER_00"),)
     pieces = cut(exclusive, 1.0)
@@ -239,7 +239,7 @@ def test_bad_clips_are_400s_naming_the_clip(handler, meeting):
     from speakerscribe_dev.hostile import encode
 
     audio = meeting.wav.read_bytes()
-    from speakerscribe.audio import decode_audio
+    from speakerscribe.audio.decode import decode_audio
 
     samples = decode_audio(audio).waveform.samples
     silence = encode(np.zeros(16000 * 5, dtype=np.float32), "wav", "pcm_s16le", 16000)
@@ -267,8 +267,8 @@ def test_pipelines_without_campplus_frames_name_speakers_and_pieces_with_their_o
     from audio_helpers import wav_bytes
     from test_handler import speechlike
 
-    from speakerscribe.diarize import SpeakerDiarizer
-    from speakerscribe.speaker_names import MIN_PIECE_S
+    from speakerscribe.diarization.diarizer import SpeakerDiarizer
+    from speakerscribe.speakers.names import MIN_PIECE_S
     from speakerscribe_dev.random_models import write_random_pipeline
 
     folder = write_random_pipeline(tmp_path / "wespeaker", embedding="wespeaker")
@@ -420,8 +420,8 @@ def test_ami_people_are_named_beyond_what_the_diarizer_clusters_allow(real_model
     sys.path.insert(0, str(REPO / "benchmarks"))
     import calibrate_naming as cn
 
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.diarize import SpeakerDiarizer
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.diarization.diarizer import SpeakerDiarizer
     from speakerscribe.records import Waveform
     from speakerscribe.runtime import resolve_placement
     from speakerscribe_dev.ami import load

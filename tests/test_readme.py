@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from speakerscribe.settings import InferenceConfig, ModelSettings
+from speakerscribe.models.settings import InferenceConfig, ModelSettings
 
 README = (REPO / "README.md").read_text()
 
@@ -80,7 +80,7 @@ def test_every_parameter_and_setting_is_documented():
 
 
 def test_every_server_variable_is_documented():
-    from speakerscribe.http.service import ServerSettings
+    from speakerscribe.serve.service import ServerSettings
 
     for name in ServerSettings.model_fields:
         assert f"`{name.upper()}`" in README, f"server variable {name.upper()} missing from the README"

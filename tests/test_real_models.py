@@ -134,10 +134,10 @@ def test_times_are_ordered_and_inside_the_audio(outputs, conversations):
 
 @pytest.mark.parametrize("shared_frames", ["true", "false"])
 def test_diarization_error_rate(real_models, conversations, shared_frames):
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.loading import load_transcriber
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.models.loading import load_transcriber
+    from speakerscribe.models.settings import ModelSettings
     from speakerscribe.options import RequestOptions
-    from speakerscribe.settings import ModelSettings
 
     transcriber = load_transcriber(
         ModelSettings.given(
@@ -227,7 +227,8 @@ def test_default_entries_are_the_word_level_split_and_chunk_mode_keeps_chunks(re
 
 def test_three_speakers_two_of_them_similar_male_voices(real_handler, speech_dir):
     """Two male diphone voices and a female voice: segmentation-3.0 gives the two male voices one local speaker,
-    so pyannote's clustering merges them; the second clustering pass (speakerscribe.recluster) tells them apart."""
+    so pyannote's clustering merges them; the second clustering pass (speakerscribe.diarization.recluster) tells them
+    apart."""
     from speakerscribe_dev.conversation import THREE_SPEAKERS
 
     _, handler = real_handler
@@ -242,9 +243,9 @@ def test_three_speakers_two_of_them_similar_male_voices(real_handler, speech_dir
 
 
 def test_without_the_second_pass_the_two_male_voices_are_merged(real_models, speech_dir):
-    """The reason for speakerscribe.recluster: pyannote's own clustering cannot separate them."""
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.diarize import SpeakerDiarizer
+    """The reason for speakerscribe.diarization.recluster: pyannote's own clustering cannot separate them."""
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.diarization.diarizer import SpeakerDiarizer
     from speakerscribe.runtime import resolve_placement
     from speakerscribe_dev.conversation import THREE_SPEAKERS
 

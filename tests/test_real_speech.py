@@ -9,8 +9,8 @@ import logging
 import pytest
 from conftest import REPO, make_handler
 
+from speakerscribe.asr.tokens import compression_ratio
 from speakerscribe.response import endpoint_response
-from speakerscribe.whisper_tokens import compression_ratio
 from speakerscribe_dev import ami
 from speakerscribe_dev.evaluation import evaluate_recording, summarise
 

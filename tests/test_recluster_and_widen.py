@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from speakerscribe.diarization.recluster import ReclusterOptions, cluster_pieces, recluster
 from speakerscribe.merge import widen_to_turns
-from speakerscribe.pieces import join
-from speakerscribe.recluster import ReclusterOptions, cluster_pieces, recluster
 from speakerscribe.records import SpeakerTurn, Utterance
+from speakerscribe.speakers.pieces import join
 
 
 def _voice(rng, centre, n):

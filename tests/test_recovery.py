@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from audio_helpers import wav_bytes
 
-from speakerscribe.asr import _best_attempt, _cut_loop, _Decoded, _keep_before_loop
+from speakerscribe.asr.engine import _best_attempt, _cut_loop, _Decoded, _keep_before_loop
+from speakerscribe.asr.tokens import RawSegment, ends_in_loop, find_loop
 from speakerscribe.options import AsrOptions
 from speakerscribe.records import Span
-from speakerscribe.whisper_tokens import RawSegment, ends_in_loop, find_loop
 
 YEAH, COMMA = 101, 102
 SENTENCE = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]

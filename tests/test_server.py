@@ -355,7 +355,7 @@ def _serve_in_thread(app):
 
 
 def test_not_ready_is_503_then_ok():
-    from speakerscribe.server import ServerSettings, create_app
+    from speakerscribe.serve.command import ServerSettings, create_app
 
     gate = threading.Event()
 
@@ -392,7 +392,7 @@ def test_not_ready_is_503_then_ok():
 
 def test_failed_model_load_is_reported():
     from speakerscribe.errors import ModelLoadError
-    from speakerscribe.server import ServerSettings, create_app
+    from speakerscribe.serve.command import ServerSettings, create_app
 
     def load():
         raise ModelLoadError("could not load ASR_MODEL 'nowhere': not found")

@@ -6,7 +6,7 @@ import pytest
 from conftest import environment
 
 from speakerscribe.errors import InputError
-from speakerscribe.settings import VALID_PARAMETERS, InferenceConfig, ModelSettings, parse_parameters
+from speakerscribe.models.settings import VALID_PARAMETERS, InferenceConfig, ModelSettings, parse_parameters
 
 ORIGINAL = {
     "task": "transcribe",

@@ -1,4 +1,5 @@
-"""speakerscribe's pyannote pipeline (speakerscribe.pyannote_pipeline): shared-frame embeddings for CAM++ and
+"""speakerscribe's pyannote pipeline (speakerscribe.diarization.pyannote_pipeline): shared-frame embeddings for CAM++
+and
 WeSpeaker ResNet34 (the same embeddings and labels as pyannote's per-window path), pyannote's shapes; clustering
 bounded to max_embeddings."""
 
@@ -10,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from speakerscribe.bounded_clustering import evenly_spaced
-from speakerscribe.shared_frames import FRAME_HOP, file_frames
+from speakerscribe.diarization.bounded_clustering import evenly_spaced
+from speakerscribe.diarization.shared_frames import FRAME_HOP, file_frames
 
 AMI = Path(__file__).resolve().parents[1] / "data" / "ami"
 
@@ -35,7 +36,7 @@ def test_build_uses_shared_frames_on_campplus_and_resnet_pipelines_only(random_m
     from pyannote.audio import Pipeline
     from pyannote.audio.pipelines import SpeakerDiarization
 
-    from speakerscribe.pyannote_pipeline import (
+    from speakerscribe.diarization.pyannote_pipeline import (
         BoundedAgglomerativeClustering,
         SharedFrameDiarization,
         build,
@@ -63,7 +64,7 @@ def test_embeddings_have_pyannotes_shape_and_are_finite(random_models):
     from pyannote.audio import Pipeline
     from test_handler import speechlike
 
-    from speakerscribe.pyannote_pipeline import build
+    from speakerscribe.diarization.pyannote_pipeline import build
 
     pipeline = build(Pipeline.from_pretrained(random_models.pipeline))
     reference = Pipeline.from_pretrained(random_models.pipeline)
@@ -83,7 +84,7 @@ def test_embeddings_have_pyannotes_shape_and_are_finite(random_models):
 def test_clustering_links_at_most_max_embeddings_evenly_spaced(random_models):
     from pyannote.audio import Pipeline
 
-    from speakerscribe.pyannote_pipeline import build
+    from speakerscribe.diarization.pyannote_pipeline import build
 
     assert evenly_spaced(10, 10) is None
     keep = evenly_spaced(100, 7)
@@ -138,8 +139,8 @@ def test_resnet_shared_frames_give_pyannotes_embeddings_and_labels(resnet_pipeli
     import soundfile as sf
     from pyannote.audio import Pipeline
 
-    from speakerscribe.diarize import SpeakerDiarizer
-    from speakerscribe.pyannote_pipeline import SharedFrameDiarization, build
+    from speakerscribe.diarization.diarizer import SpeakerDiarizer
+    from speakerscribe.diarization.pyannote_pipeline import SharedFrameDiarization, build
     from speakerscribe.runtime import Placement
 
     samples, rate = sf.read(ami_folder / "dev00.wav", dtype="float32")
@@ -174,7 +175,7 @@ def test_resnet_trunk_in_blocks_equals_the_trunk_over_the_whole_input(resnet_pip
     context they do not (so the comparison can tell)."""
     from pyannote.audio import Model
 
-    from speakerscribe import resnet_frames as rf
+    from speakerscribe.diarization import resnet_frames as rf
 
     model = Model.from_pretrained(resnet_pipeline, subfolder="embedding").eval()
     fbank = torch.randn(700, 80)

@@ -16,8 +16,8 @@ import pytest
 from conftest import REPO, make_handler
 from test_server import Server
 
-from speakerscribe.stream.agreement import Agreement, split_words
-from speakerscribe.stream.online_speakers import OnlineSpeakers
+from speakerscribe.live.agreement import Agreement, split_words
+from speakerscribe.live.online_speakers import OnlineSpeakers
 
 # ------------------------------------------------------------------------------------------------ pieces
 
@@ -68,8 +68,8 @@ def test_online_speakers_join_split_and_keep_short_turns():
 
 
 def test_streaming_vad_equals_the_batch_vad(meeting):
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.vad import SileroVAD, new_stream
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.audio.vad import SileroVAD, new_stream
 
     samples = decode_audio(meeting.wav.read_bytes()).waveform.samples[: 16000 * 12]
     vad = SileroVAD(streams=1)
@@ -82,9 +82,9 @@ def test_streaming_vad_equals_the_batch_vad(meeting):
 def test_both_protocols_configure_a_session_with_the_same_checks():
     """The binary protocol's config message and the realtime session.update go through one set of checks
     (updated_options): what a message names is checked and applied, what it does not name is kept."""
-    from speakerscribe.http.realtime import RealtimeProtocol
-    from speakerscribe.http.streaming import ProtocolError
-    from speakerscribe.http.ws import BinaryProtocol
+    from speakerscribe.serve.realtime import RealtimeProtocol
+    from speakerscribe.serve.streaming import ProtocolError
+    from speakerscribe.serve.ws import BinaryProtocol
 
     binary = BinaryProtocol()
     first = binary.parse({"text": json.dumps({"type": "config", "language": "en", "turn_detection": None})})[0]
@@ -134,7 +134,7 @@ def conversations(speech_dir):
 
 
 def stream_session(handler, samples, options=None, partials=True, block=1600):
-    from speakerscribe.stream.session import StreamOptions, StreamSession
+    from speakerscribe.live.session import StreamOptions, StreamSession
 
     session = StreamSession(handler.transcriber, options or StreamOptions())
     events, buffers = [], []
@@ -161,9 +161,9 @@ def word_speakers(words: list[dict], times: np.ndarray) -> list[str | None]:
 def test_streamed_transcript_and_speakers_match_batch(handler, conversations, name):
     """Partial decodes run after every 100 ms block on the meeting; the four-minute conversation is sent as a client
     sending faster than real time would (no partials), which keeps the test's time down."""
-    from speakerscribe.audio import decode_audio
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.live.session import Completed, Delta, Summary
     from speakerscribe.response import word_json
-    from speakerscribe.stream.session import Completed, Delta, Summary
     from speakerscribe_dev.evaluation import optimal_mapping, wer
 
     conversation = conversations[name]
@@ -231,7 +231,7 @@ def pcm16(samples: np.ndarray) -> bytes:
 
 @pytest.fixture(scope="module")
 def meeting_audio(meeting):
-    from speakerscribe.audio import decode_audio
+    from speakerscribe.audio.decode import decode_audio
 
     return decode_audio(meeting.wav.read_bytes()).waveform.samples
 
@@ -241,7 +241,7 @@ def test_openai_sdk_realtime_client(live_server, meeting_audio, meeting):
     """The openai SDK's own realtime client, pointed at the local server, at 24 kHz as OpenAI clients send."""
     from openai import OpenAI
 
-    from speakerscribe.audio import resample
+    from speakerscribe.audio.decode import resample
 
     client = OpenAI(base_url=live_server.url + "/v1", api_key="unused", max_retries=0)
     audio = pcm16(resample(meeting_audio, 16000, 24000))
@@ -430,8 +430,8 @@ def test_decodes_ahead_stop_when_the_waiting_audio_overtakes_them(handler, conve
     """With the server's waiting audio in view (``session.pending``), a partial decode stops as soon as that audio
     shows the speaker pausing, and a turn decoded ahead during a pause stops when it shows speech resuming; with
     the opposite audio waiting, both run to the end."""
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.stream.session import Overtaken, StreamOptions, StreamSession
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.live.session import Overtaken, StreamOptions, StreamSession
 
     conversation = conversations["meeting"]
     samples = decode_audio(conversation.wav.read_bytes()).waveform.samples
@@ -482,8 +482,8 @@ def test_partial_decodes_keep_to_their_share_of_the_time(handler, conversations)
     partial_every_s), so partials never hold the CPU when the turn ends and its final decode is due."""
     import time
 
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.stream.session import PARTIAL_DUTY, StreamOptions, StreamSession
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.live.session import PARTIAL_DUTY, StreamOptions, StreamSession
 
     samples = decode_audio(conversations["meeting"].wav.read_bytes()).waveform.samples
     session = StreamSession(handler.transcriber, StreamOptions())

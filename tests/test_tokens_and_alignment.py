@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from speakerscribe.alignment import dtw_path, token_start_times
-from speakerscribe.whisper_tokens import split_segments, text_token_ids
+from speakerscribe.asr.alignment import dtw_path, token_start_times
+from speakerscribe.asr.tokens import split_segments, text_token_ids
 
 EOS, TS = 100, 200  # text ids < 100, specials 100..199, timestamps >= 200 (0.02 s steps)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from speakerscribe.audio.vad import FRAME_S, heard_only_briefly, speech_regions
+from speakerscribe.audio.windows import plan_windows, quietest_cut, uncovered
 from speakerscribe.options import VadOptions
 from speakerscribe.records import Span
-from speakerscribe.vad import FRAME_S, heard_only_briefly, speech_regions
-from speakerscribe.windows import plan_windows, quietest_cut, uncovered
 
 
 def probs_from(spec, total_s):
@@ -129,7 +129,7 @@ def test_speech_heard_only_in_moments_too_short_for_a_region_is_told_apart_from_
 def test_several_clips_in_one_batch_get_what_each_gets_alone():
     """SileroVAD.probabilities_of runs the streams of several waveforms as one batch (known speakers' clips): each
     clip's probabilities equal those of its own call, for clips of one stream, of many streams, and empty."""
-    from speakerscribe.vad import FRAME, SileroVAD
+    from speakerscribe.audio.vad import FRAME, SileroVAD
 
     rng = np.random.default_rng(3)
     t = np.arange(40 * 16000) / 16000

@@ -1,0 +1,2 @@
+"""Former home of the offline model preparation (now :mod:`speakerscribe.models`); kept for
+``python -m speakerscribe.offline.prepare``."""

@@ -1,4 +1,2 @@
-"""Live transcription: a protocol-independent session (:mod:`.session`) with turn detection, partials that never
-retract (:mod:`.agreement`) and session-wide speaker labels (:mod:`.online_speakers`); the WebSocket routes are in
-:mod:`speakerscribe.http.realtime` and :mod:`speakerscribe.http.ws`, the command-line client in :mod:`.client`
-(``python -m speakerscribe.stream FILE``, or ``--mic`` with :mod:`.mic`)."""
+"""Former home of live transcription, kept for ``python -m speakerscribe.stream``: the session is now
+:mod:`speakerscribe.live`, the client :mod:`speakerscribe.clients.stream`."""

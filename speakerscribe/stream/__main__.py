@@ -1,3 +1,3 @@
-from .client import main
+from ..clients.stream import main
 
 raise SystemExit(main())

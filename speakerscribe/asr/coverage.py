@@ -1,0 +1,72 @@
+"""Which speech the transcript covers, and the windows that decode the rest ("follow-ups").
+
+Whisper often stops before the end of a window (a window's last words, the first words after a cut inside a long
+stretch of speech, a short reply between two windows never come out). openai-whisper and faster-whisper decode
+one window after another and seek back to the last timestamp; we decode every window at once, in batches, and then
+look at what came back: speech the VAD heard that no chunk (or word) covers is decoded again in windows of its own,
+all in one batch, until a timestamped chunk covers it or Whisper says it is not speech (a window that gives nothing
+is not decoded again). See :meth:`speakerscribe.pipeline.Transcriber.run`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..audio.windows import plan_windows, uncovered
+from ..records import SAMPLE_RATE, Chunk, Span
+
+# chosen on the festival long-form set (benchmarks/peers.py) and checked on the AMI excerpts
+COVER_PAD_S = 0.15  # a chunk or word covers this much on both sides
+FOLLOW_UP_MIN_S = 0.5  # uncovered speech regions shorter than this are left alone (region padding, pauses)
+FOLLOW_UP_PAD_S = 0.1  # audio added on both sides of an uncovered stretch (never reaching covered speech)
+FOLLOW_UP_MIN_SPEECH_S = 0.25  # ... and the VAD must hear at least this much speech in it (its min_speech_s)
+MAX_FOLLOW_UP_ROUNDS = 2  # a follow-up window may stop early too: look once more
+VAD_FRAME_S = 512 / SAMPLE_RATE
+
+
+def covered_spans(chunks: tuple[Chunk, ...], pad: float = COVER_PAD_S) -> list[Span]:
+    """What the transcript covers: each word (when word times exist) or else each chunk, padded by ``pad``."""
+    return [Span(w.start - pad, w.end + pad) for c in chunks for w in (c.words or (c,))]
+
+
+def speech_seconds(probabilities: np.ndarray, span: Span, threshold: float) -> float:
+    """Seconds of VAD frames (32 ms each) inside ``span`` whose speech probability reaches ``threshold``."""
+    a = max(0, int(np.floor(span.start / VAD_FRAME_S)))
+    b = min(probabilities.size, int(np.ceil(span.end / VAD_FRAME_S)))
+    if b <= a:
+        return 0.0
+    return float(np.count_nonzero(probabilities[a:b] >= threshold)) * VAD_FRAME_S
+
+
+def follow_up_windows(
+    regions: list[Span],
+    covered: list[Span],
+    probabilities: np.ndarray,
+    threshold: float,
+    samples: np.ndarray,
+    max_len: float,
+) -> list[Span]:
+    """Windows over the speech ``regions`` that nothing ``covered`` (padded spans, :func:`covered_spans`) reaches:
+    stretches of at least ``FOLLOW_UP_MIN_S`` in which the VAD hears at least ``FOLLOW_UP_MIN_SPEECH_S`` of speech,
+    padded by ``FOLLOW_UP_PAD_S``, then widened by ``COVER_PAD_S`` so that a window starts at the last timestamp
+    before it (Whisper's end times run late as often as early: the next turn's first word can start before the
+    previous chunk's end), and cut into windows of at most ``max_len`` seconds (each stretch its own windows:
+    packing two would decode the covered speech between them again)."""
+    gaps = uncovered(regions, covered, FOLLOW_UP_MIN_S, FOLLOW_UP_PAD_S)
+    gaps = [Span(g.start - COVER_PAD_S, g.end + COVER_PAD_S) for g in gaps]
+    duration = samples.size / SAMPLE_RATE
+    gaps = [Span(max(0.0, g.start), min(g.end, duration)) for g in gaps if g.start < duration]
+    gaps = [g for g in gaps if speech_seconds(probabilities, g, threshold) >= FOLLOW_UP_MIN_SPEECH_S]
+    return [w for g in gaps for w in plan_windows([g], samples, max_len)]
+
+
+def confident(chunks: tuple[Chunk, ...], logprob_threshold: float) -> tuple[Chunk, ...]:
+    """The chunks of windows decoded with a mean log-probability of at least ``logprob_threshold``: on a second
+    attempt over audio the first pass left out, Whisper's low-confidence text is what it makes up in a pause between
+    turns ("Thank you.", "Bye."), not a word someone said."""
+    return tuple(c for c in chunks if c.avg_logprob is None or c.avg_logprob >= logprob_threshold)
+
+
+def chunks_in(window: Span, chunks: tuple[Chunk, ...]) -> list[Chunk]:
+    """The chunks that start inside ``window``."""
+    return [c for c in chunks if window.start <= c.start < window.end]

@@ -1,0 +1,257 @@
+"""Speaker diarization with a pyannote.audio pipeline, fed the already-decoded waveform in memory."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+
+from ..errors import ModelLoadError, short_message
+from ..options import KNOWN_SPEAKER_THRESHOLD, SpeakerCounts
+from ..records import SAMPLE_RATE, Diarization, SpeakerMatch, SpeakerTurn, Waveform
+from ..runtime import Placement, configure_pyannote_environment, ignoring_warning, tf32_guard
+from ..speakers import pieces as turn_pieces
+from ..speakers.names import MIN_PIECE_S, PIECE_S, Reference, match_speakers, name_pieces, piece_length, rename
+from ..speakers.voiceprints import (
+    campplus_clip_embeddings,
+    frame_speaker_embeddings,
+    speaker_speech,
+    waveform_embeddings,
+)
+from ..timing import StageTimer
+from .recluster import ReclusterOptions, recluster
+from .shared_frames import FRAME_HOP
+
+logger = logging.getLogger(__name__)
+
+
+class SpeakerDiarizer:
+    """A pyannote pipeline run on in-memory waveforms. Calls are serialised: pyannote pipelines keep per-call state.
+
+    :meth:`load` and :meth:`from_pipeline` build speakerscribe's pipeline
+    (:mod:`speakerscribe.diarization.pyannote_pipeline`);
+    the constructor takes any pyannote pipeline as it is (``shared_frames`` says whether it is a
+    :class:`~speakerscribe.diarization.pyannote_pipeline.SharedFrameDiarization` that keeps CAM++ frames, which the
+    second
+    clustering pass needs)."""
+
+    def __init__(
+        self,
+        pipeline,
+        placement: Placement,
+        allow_tf32: bool = True,
+        shared_frames: bool = False,
+        recluster: bool = True,
+    ):
+        self.pipeline = pipeline
+        self.placement = placement
+        self.allow_tf32 = allow_tf32
+        self.shared_frames = shared_frames
+        # the second clustering pass over short pieces needs the shared frames (speakerscribe.diarization.recluster)
+        self.recluster = recluster and shared_frames
+        self.recluster_options = ReclusterOptions()
+        # known speakers are named piece by piece, in pieces this long, after the speaker-level match
+        # (speakerscribe.speakers.names); None: speaker by speaker only
+        self.name_piece_s: float | None = PIECE_S
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(
+        cls,
+        model_id: str,
+        placement: Placement,
+        token: str | None = None,
+        allow_tf32: bool = True,
+        shared_frames: bool = True,
+        recluster: bool = True,
+    ) -> SpeakerDiarizer:
+        configure_pyannote_environment()
+        try:
+            import torch
+
+            from .pyannote_loading import load_pipeline  # imports pyannote.audio: after the line above
+
+            pipeline = load_pipeline(model_id, token=token)
+        except ModelLoadError:
+            raise
+        except Exception as exc:
+            raise ModelLoadError(f"could not load DIARIZATION_MODEL {model_id!r}: {short_message(exc)}") from exc
+        if pipeline is None:  # pyannote returns None when a Hub download is refused (gated model, bad token)
+            raise ModelLoadError(
+                f"could not load DIARIZATION_MODEL {model_id!r}: the Hub refused the download; gated models need "
+                "HF_TOKEN with access granted on the model page"
+            )
+        pipeline.to(torch.device(placement.device))
+        return cls.from_pipeline(pipeline, placement, allow_tf32, shared_frames, recluster)
+
+    @classmethod
+    def from_pipeline(
+        cls,
+        pipeline,
+        placement: Placement,
+        allow_tf32: bool = True,
+        shared_frames: bool = True,
+        recluster: bool = True,
+    ) -> SpeakerDiarizer:
+        """A loaded pyannote pipeline made speakerscribe's
+        (:func:`speakerscribe.diarization.pyannote_pipeline.build`: shared
+        frames where the embedding model is CAM++ or a WeSpeaker ResNet, bounded clustering), then wrapped; the CAM++
+        frames are kept for the second clustering pass and naming."""
+        configure_pyannote_environment()
+        from . import pyannote_pipeline  # imports pyannote.audio: after configure_pyannote_environment()
+        from .campplus import CAMPPlusEmbedding
+
+        pipeline = pyannote_pipeline.build(pipeline, shared_frames)
+        measure_min_samples(pipeline)
+        # ResNet pipelines share frames for speed only: the second pass and piece naming were calibrated on CAM++
+        uses_frames = isinstance(pipeline, pyannote_pipeline.SharedFrameDiarization) and isinstance(
+            pipeline._embedding.model_, CAMPPlusEmbedding
+        )
+        return cls(pipeline, placement, allow_tf32, uses_frames, recluster)
+
+    def __call__(
+        self,
+        waveform: Waveform,
+        speakers: SpeakerCounts = SpeakerCounts(),
+        checkpoint=None,
+        references: tuple[Reference, ...] = (),
+        threshold: float = KNOWN_SPEAKER_THRESHOLD,
+        timer: StageTimer | None = None,
+    ) -> Diarization:
+        """Speaker turns of ``waveform``, with as many speakers as ``speakers`` allows (checked when it was built).
+        ``checkpoint()``, if given, is called after every batch of the pipeline's segmentation and embedding steps,
+        and may raise to stop the work there. With ``references``, speakers matching a known person's clip carry
+        that person's name (:mod:`speakerscribe.speakers.names`); ``known`` says what became of each name. ``timer``
+        times the naming (``speaker_naming``)."""
+        import torch
+
+        if waveform.samples.size == 0:
+            return Diarization((), (), tuple(SpeakerMatch(r.name, None, None) for r in references))
+        audio = {
+            "waveform": torch.from_numpy(np.ascontiguousarray(waveform.samples))[None],
+            "sample_rate": waveform.sample_rate,
+        }
+        with self._lock, tf32_guard(self.allow_tf32), torch.inference_mode():
+            hook = {} if checkpoint is None else {"hook": lambda *args, **kwargs: checkpoint()}
+            try:
+                output = self.pipeline(
+                    audio, num_speakers=speakers.num, min_speakers=speakers.min, max_speakers=speakers.max, **hook
+                )
+                frames = self.pipeline.last_frames if self.shared_frames else None
+            finally:  # the file's CAM++ frames are large: never kept on the pipeline past the call
+                if getattr(self.pipeline, "last_frames", None) is not None:
+                    self.pipeline.last_frames = None
+            annotation = getattr(output, "speaker_diarization", output)
+            exclusive = getattr(output, "exclusive_speaker_diarization", None)
+            end = waveform.duration
+            result = Diarization(
+                turns=annotation_turns(annotation, end),
+                exclusive=annotation_turns(exclusive, end) if exclusive is not None else (),
+            )
+            if self.recluster and frames is not None and speakers.num is None and result.exclusive:
+                result = self._recluster(result, frames, speakers.min, speakers.max)
+            if references:
+                with (timer or StageTimer())("speaker_naming"):
+                    result = self._name(result, waveform, frames, references, threshold)
+        return result
+
+    @property
+    def embedding_model(self):
+        """pyannote's speaker-embedding inference object of the pipeline, or None when it has none."""
+        return getattr(self.pipeline, "_embedding", None)
+
+    @property
+    def frame_pool(self):
+        """The CAM++ model's pooling (frames -> one embedding), for embeddings taken from the frames the diarizer
+        computed (only when it computed them: a CAM++ pipeline with shared frames)."""
+        return self.embedding_model.model_.campplus.pool
+
+    @property
+    def can_name(self) -> bool:
+        """Known speakers can be matched: the pipeline has a speaker-embedding model."""
+        return self.embedding_model is not None
+
+    def _name(self, result: Diarization, waveform: Waveform, frames, references, threshold: float) -> Diarization:
+        turns = result.exclusive or result.turns
+        labels = sorted({t.speaker for t in turns})
+        names = tuple(r.name for r in references)
+        if not labels:
+            return Diarization(result.turns, result.exclusive, match_speakers([], None, names, None, threshold)[1])
+        reference_embeddings, speaker_embeddings = self.embed(references, waveform, frames, turns, labels)
+        mapping, matches = match_speakers(labels, speaker_embeddings, names, reference_embeddings, threshold)
+        if self.name_piece_s is None or not result.exclusive:
+            named = rename(result, mapping)
+            return Diarization(named.turns, named.exclusive, matches)
+        pieces = turn_pieces.cut(result.exclusive, piece_length(result.exclusive, self.name_piece_s))
+        embeddings = self.embed_pieces(waveform, frames, [p for p in pieces if p.end - p.start >= MIN_PIECE_S])
+        return name_pieces(result, mapping, matches, pieces, embeddings, reference_embeddings, threshold)
+
+    def embed_pieces(self, waveform: Waveform, frames, pieces: list[SpeakerTurn], batch: int = 64) -> np.ndarray:
+        """(len(pieces), D) embeddings of pieces of ``waveform``: pooled from the file's CAM++ frames when the
+        diarizer computed them, else embedded ``batch`` pieces at a time by the pipeline's embedding model."""
+        if not pieces:
+            return np.zeros((0, 1), dtype=np.float32)
+        if frames is not None:
+            return turn_pieces.frame_embeddings(self.frame_pool, frames, pieces, FRAME_HOP / SAMPLE_RATE)
+        clips = [(waveform.samples[int(p.start * SAMPLE_RATE) : int(p.end * SAMPLE_RATE)], ()) for p in pieces]
+        return np.concatenate([self.embed_clips(clips[a : a + batch]) for a in range(0, len(clips), batch)])
+
+    def embed_clips(self, clips: list[tuple[np.ndarray, tuple]]) -> np.ndarray:
+        """(len(clips), D) embeddings of 16 kHz clips, each pooled over its spans (all of it when none), one batch,
+        with the pipeline's embedding model (see :mod:`speakerscribe.speakers.voiceprints`)."""
+        from .campplus import CAMPPlusEmbedding  # imports pyannote.audio: loaded by now
+
+        model = getattr(self.embedding_model, "model_", None)
+        if isinstance(model, CAMPPlusEmbedding):
+            return campplus_clip_embeddings(model, clips)
+        return waveform_embeddings(self.embedding_model, clips)
+
+    def embed(self, references, waveform: Waveform, frames, turns: tuple[SpeakerTurn, ...], labels: list[str]):
+        """(reference embeddings, speaker embeddings) from the pipeline's embedding model (see
+        :mod:`speakerscribe.speakers.voiceprints`)."""
+        from .campplus import CAMPPlusEmbedding  # imports pyannote.audio: loaded by now
+
+        model = getattr(self.embedding_model, "model_", None)
+        clips = [(r.waveform.samples, r.speech) for r in references]
+        if isinstance(model, CAMPPlusEmbedding) and frames is not None:
+            refs = campplus_clip_embeddings(model, clips)
+            return refs, frame_speaker_embeddings(self.frame_pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
+        pieces = [(speaker_speech(waveform.samples, turns, label), ()) for label in labels]
+        both = self.embed_clips(clips + pieces)
+        return both[: len(clips)], both[len(clips) :]
+
+    def _recluster(self, result: Diarization, frames, lo: int | None, hi: int | None) -> Diarization:
+        """The second clustering pass; pyannote's labels stay when it breaks a requested speaker range."""
+        exclusive, turns = recluster(
+            result.exclusive,
+            result.turns,
+            frames,
+            self.frame_pool,
+            FRAME_HOP / SAMPLE_RATE,
+            self.recluster_options,
+        )
+        count = len({t.speaker for t in exclusive})
+        if (lo is not None and count < lo) or (hi is not None and count > hi):
+            return result
+        return Diarization(turns=turns, exclusive=exclusive)
+
+
+def measure_min_samples(pipeline) -> None:
+    """Measure the embedding model's shortest input now, at load time: pyannote finds it on first use by running the
+    model on ever shorter noise, and WeSpeaker's statistics pooling warns ``std(): degrees of freedom is <= 0`` on
+    each too-short try (a measurement, not a fault), into the first request's log."""
+    embedding = getattr(pipeline, "_embedding", None)
+    if embedding is not None and hasattr(type(embedding), "min_num_samples"):
+        with ignoring_warning(UserWarning, "std(): degrees of freedom is <= 0"):
+            embedding.min_num_samples  # noqa: B018 - a cached property: computed once, here
+
+
+def annotation_turns(annotation, duration: float) -> tuple[SpeakerTurn, ...]:
+    """Turns clipped to the audio (pyannote's last frames can reach past its end), empty ones dropped."""
+    turns = [
+        SpeakerTurn(float(seg.start), min(float(seg.end), duration), str(label))
+        for seg, _, label in annotation.itertracks(yield_label=True)
+        if min(seg.end, duration) > seg.start
+    ]
+    return tuple(sorted(turns, key=lambda t: (t.start, t.end)))

@@ -1,0 +1,130 @@
+"""speakerscribe's diarization pipeline: pyannote's ``SpeakerDiarization`` with two of its steps replaced.
+
+This module imports pyannote.audio. Import it only after :func:`speakerscribe.runtime.configure_pyannote_environment`
+(:meth:`speakerscribe.diarization.diarizer.SpeakerDiarizer.from_pipeline` does).
+
+Where CAM++ comes from
+    ``Pipeline.from_pretrained(folder)`` builds a pipeline by itself: ``config.yaml`` names the pipeline class and
+    its sub-models, and every model checkpoint names its own class by dotted path. The offline default's embedding
+    checkpoint (written by :mod:`speakerscribe.models.pyannote_folder`) names
+    ``speakerscribe.diarization.campplus.CAMPPlusEmbedding``, so pyannote imports CAM++ from that path while loading.
+    Other
+    pipelines (pyannote's own, WeSpeaker embeddings) load the same way.
+
+What :func:`build` changes
+    pyannote constructs the pipeline objects, so we cannot choose their classes; :func:`build` replaces the class of
+    two of them with a subclass defined here. Their hyper-parameters, ``isinstance`` checks and every method not
+    named below stay pyannote's.
+
+    * ``SpeakerDiarization`` (exactly that class) -> :class:`SharedFrameDiarization`, when the embedding model is
+      :class:`~speakerscribe.diarization.campplus.CAMPPlusEmbedding` or one of pyannote's WeSpeaker ResNets
+      (community-1 and 3.1
+      use ResNet34) and shared frames are on: ``get_embeddings`` pools frames computed once per file
+      (:mod:`speakerscribe.diarization.shared_frames`) and, for CAM++, keeps them in ``last_frames`` for the second
+      clustering
+      pass (:mod:`speakerscribe.diarization.recluster`).
+    * the clustering (any of pyannote's ``BaseClustering`` classes) -> the same class with
+      :class:`BoundedEmbeddings` in front (:class:`BoundedAgglomerativeClustering` and :class:`BoundedVBxClustering`
+      for the two that pipelines use): ``filter_embeddings`` keeps at most ``max_embeddings``
+      (:mod:`speakerscribe.diarization.bounded_clustering`), so a four-hour recording clusters in bounded memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pyannote.audio.pipelines import SpeakerDiarization
+from pyannote.audio.pipelines.clustering import AgglomerativeClustering, BaseClustering, VBxClustering
+
+from ..records import SAMPLE_RATE
+from ..runtime import ignoring_warning
+from .bounded_clustering import MAX_EMBEDDINGS, evenly_spaced
+from .campplus import CAMPPlusEmbedding
+from .shared_frames import shared_frame_embeddings
+
+
+class SharedFrameDiarization(SpeakerDiarization):
+    """pyannote's pipeline; speaker embeddings from CAM++ or ResNet frames computed once per file."""
+
+    last_frames = None  # (channels, frames) of the last file embedded here (CAM++ only); the caller takes and clears it
+
+    def get_embeddings(self, file, binary_segmentations, exclude_overlap: bool = False, hook=None):
+        if file.get("sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
+            return super().get_embeddings(file, binary_segmentations, exclude_overlap, hook)
+        embeddings, self.last_frames = shared_frame_embeddings(
+            self._embedding.model_,
+            file["waveform"],
+            binary_segmentations,
+            exclude_overlap,
+            self._embedding.min_num_samples,
+            hook,
+        )
+        return embeddings
+
+
+class BoundedEmbeddings:
+    """``filter_embeddings`` keeps an evenly spaced (in time) subset of at most ``max_embeddings``; the clustering
+    then assigns every embedding, the skipped ones included, to the nearest centroid as it already does for the
+    ones pyannote leaves out."""
+
+    max_embeddings = MAX_EMBEDDINGS
+
+    def __call__(self, *args, **kwargs):
+        # when no local speaker is active long enough to be clustered (silence, noise, a few words), pyannote puts
+        # everything in one cluster and averages zero embeddings for its centroid: numpy's "Mean of empty slice"
+        # and "invalid value" warnings, about a case pyannote handles, into the request's log. (The diarizer's
+        # lock serialises these calls.)
+        with ignoring_warning(RuntimeWarning, "Mean of empty slice"), np.errstate(invalid="ignore"):
+            return super().__call__(*args, **kwargs)
+
+    def filter_embeddings(self, embeddings, segmentations=None, min_active_ratio: float = 0.2):
+        chosen, chunk_idx, speaker_idx = super().filter_embeddings(
+            embeddings, segmentations=segmentations, min_active_ratio=min_active_ratio
+        )
+        keep = evenly_spaced(len(chosen), self.max_embeddings)
+        if keep is None:
+            return chosen, chunk_idx, speaker_idx
+        return chosen[keep], chunk_idx[keep], speaker_idx[keep]
+
+
+class BoundedAgglomerativeClustering(BoundedEmbeddings, AgglomerativeClustering):
+    pass
+
+
+class BoundedVBxClustering(BoundedEmbeddings, VBxClustering):
+    pass
+
+
+_BOUNDED: dict[type, type] = {
+    AgglomerativeClustering: BoundedAgglomerativeClustering,
+    VBxClustering: BoundedVBxClustering,
+}
+
+
+def bounded_class(cls: type) -> type:
+    """``cls`` (a pyannote clustering class) with :class:`BoundedEmbeddings` in front, made once per class."""
+    if cls not in _BOUNDED:
+        _BOUNDED[cls] = type(f"Bounded{cls.__name__}", (BoundedEmbeddings, cls), {})
+    return _BOUNDED[cls]
+
+
+def supports_shared_frames(pipeline) -> bool:
+    """The pipeline is pyannote's ``SpeakerDiarization`` with a CAM++ or WeSpeaker ResNet embedding model."""
+    from .resnet_frames import is_resnet
+
+    model = getattr(getattr(pipeline, "_embedding", None), "model_", None)
+    return type(pipeline) in (SpeakerDiarization, SharedFrameDiarization) and (
+        isinstance(model, CAMPPlusEmbedding) or is_resnet(model)
+    )
+
+
+def build(pipeline, shared_frames: bool = True, max_embeddings: int = MAX_EMBEDDINGS):
+    """The loaded pyannote ``pipeline`` as speakerscribe runs it (see the module docstring); returns it.
+    Pipelines of other classes are returned unchanged."""
+    if shared_frames and supports_shared_frames(pipeline):
+        pipeline.__class__ = SharedFrameDiarization
+    clustering = getattr(pipeline, "clustering", None)
+    if isinstance(clustering, BaseClustering) and not isinstance(clustering, BoundedEmbeddings):
+        clustering.__class__ = bounded_class(type(clustering))
+    if isinstance(clustering, BoundedEmbeddings):
+        clustering.max_embeddings = max_embeddings
+    return pipeline
