@@ -21,7 +21,7 @@ import asyncio
 import collections
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -160,170 +160,215 @@ async def serve_stream(websocket: WebSocket, protocol: Protocol, options: Stream
         state.streams -= 1
 
 
-@dataclass
 class _Connection:
-    """What the receiver and the processor of one connection share (both run on the event loop: no lock)."""
+    """One live connection: its receive loop and its processing loop, and what the two share. Both run on the event
+    loop, so the shared fields need no lock; the session's work runs in worker threads."""
 
-    session: StreamSession | None = None
-    closed: bool = False  # the client is gone or the socket was closed: nothing more is sent
-    busy: bool = False  # the processor is working on a command
-    active: float = field(default_factory=time.monotonic)  # when the session last did anything (the idle clock)
-    queued_samples: int = 0  # audio of the Append commands received and not processed yet
+    def __init__(self, websocket: WebSocket, protocol: Protocol, state: ServerState):
+        self.websocket, self.protocol, self.state = websocket, protocol, state
+        self.settings = state.settings
+        self.session: StreamSession | None = None
+        self.closed = False  # the client is gone or the socket was closed: nothing more is sent
+        self.busy = False  # the processor is working on a command
+        self.active = time.monotonic()  # when the session last did anything (the idle clock)
+        self.queued_samples = 0  # audio of the Append commands received and not processed yet
+        self.send_lock = asyncio.Lock()
+        self.queue: asyncio.Queue = asyncio.Queue()
+        # the audio of the Append commands queued and not processed yet, oldest first: decodes ahead look at it to
+        # stop early (a partial when the speaker pauses, a turn decoded ahead when speech resumes; see
+        # StreamSession.pending)
+        self.waiting: collections.deque = collections.deque()
+        self.drained = asyncio.Event()
+        self.drained.set()
+        self.info: dict[str, Any] = {"protocol": protocol.name, "audio_s": 0.0, "turns": 0, "errors": 0}
+        self.started = time.perf_counter()
 
-
-async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions, state: ServerState) -> None:
-    import anyio
-
-    settings = state.settings
-    transcriber = state.handler.transcriber
-    send_lock = asyncio.Lock()
-    queue: asyncio.Queue = asyncio.Queue()
-    # the audio of the Append commands queued and not processed yet, oldest first: decodes ahead look at it to stop
-    # early (a partial when the speaker pauses, a turn decoded ahead when speech resumes; see StreamSession.pending)
-    waiting: collections.deque = collections.deque()
-    drained = asyncio.Event()
-    drained.set()
-    info: dict[str, Any] = {"protocol": protocol.name, "audio_s": 0.0, "turns": 0, "errors": 0}
-    started = time.perf_counter()
-    conn = _Connection()
-
-    async def send(messages: list) -> None:
-        async with send_lock:
+    async def send(self, messages: list) -> None:
+        async with self.send_lock:
             for m in messages:
-                if conn.closed:
+                if self.closed:
                     return
                 try:
-                    await websocket.send_json(m)
+                    await self.websocket.send_json(m)
                 except (WebSocketDisconnect, RuntimeError, OSError):  # the client is gone
-                    conn.closed = True
+                    self.closed = True
                     return
 
-    def encoded(events: list) -> list[dict]:
-        return [m for e in events for m in protocol.encode(e)]
+    async def send_events(self, events: list) -> None:
+        await self.send([m for e in events for m in self.protocol.encode(e)])
 
-    def new_session(opts: StreamOptions) -> StreamSession:
-        session = StreamSession(transcriber, opts, settings.max_stream_seconds, id_prefix=f"item_{id(websocket):x}")
-        session.pending = lambda: list(waiting)  # list() of a deque copies it at once, safe from another thread
+    def new_session(self, opts: StreamOptions) -> StreamSession:
+        transcriber = self.state.handler.transcriber
+        session = StreamSession(
+            transcriber, opts, self.settings.max_stream_seconds, id_prefix=f"item_{id(self.websocket):x}"
+        )
+        session.pending = lambda: list(self.waiting)  # list() of a deque copies it at once, safe from another thread
         return session
 
-    try:
-        conn.session = await anyio.to_thread.run_sync(new_session, options)
-    except InputError as exc:
-        await send([protocol.error(str(exc), "invalid_session")])
-        await websocket.close(code=1008)
-        return
-    await send(protocol.opening(options))
+    async def in_thread(self, fn, *args):
+        import anyio
 
-    async def receiver() -> None:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    async def open(self, options: StreamOptions) -> bool:
+        """Start the session and greet the client; False (the socket closed) when the options are refused."""
+        try:
+            self.session = await self.in_thread(self.new_session, options)
+        except InputError as exc:
+            await self.send([self.protocol.error(str(exc), "invalid_session")])
+            await self.websocket.close(code=1008)
+            return False
+        await self.send(self.protocol.opening(options))
+        return True
+
+    async def receive_loop(self) -> None:
+        """Messages in -> commands on the queue, until the client leaves, finishes, idles out or the server drains;
+        waits while too much audio is queued (back-pressure: the client's sends block)."""
         while True:
             try:
-                message = await asyncio.wait_for(websocket.receive(), settings.stream_idle_timeout_s)
+                message = await asyncio.wait_for(self.websocket.receive(), self.settings.stream_idle_timeout_s)
             except asyncio.TimeoutError:
-                # a client waiting for results of audio it sent is not idle
-                quiet = time.monotonic() - conn.active
-                if conn.busy or not queue.empty() or quiet < settings.stream_idle_timeout_s:
+                if self.waiting_for_results():
                     continue
-                idle = f"no message for {settings.stream_idle_timeout_s:g} s (STREAM_IDLE_TIMEOUT_S); session finished"
-                await send([protocol.error(idle, "idle_timeout")])
-                await queue.put(Finish())
+                timeout = self.settings.stream_idle_timeout_s
+                idle = f"no message for {timeout:g} s (STREAM_IDLE_TIMEOUT_S); session finished"
+                await self.send([self.protocol.error(idle, "idle_timeout")])
+                await self.queue.put(Finish())
                 return
             if message["type"] == "websocket.disconnect":
-                conn.closed = True
-                await queue.put(None)
+                self.closed = True
+                await self.queue.put(None)
                 return
-            if state.admission.draining:
-                await send([protocol.error("the server is shutting down; the session is finished", "shutdown")])
-                await queue.put(Finish())
+            if self.state.admission.draining:
+                await self.send(
+                    [self.protocol.error("the server is shutting down; the session is finished", "shutdown")]
+                )
+                await self.queue.put(Finish())
                 return
-            try:
-                commands = protocol.parse(message)
-            except ProtocolError as exc:
-                info["errors"] += 1
-                await send([protocol.error(str(exc), exc.code, exc.event_id)])
-                continue
-            for command in commands:
-                if isinstance(command, Append):
-                    waiting.append(command.samples)
-                    conn.queued_samples += len(command.samples)
-                    if conn.queued_samples > QUEUED_AUDIO_S * SAMPLE_RATE:
-                        drained.clear()
-                await queue.put(command)
-                if isinstance(command, Finish):
-                    return
-            await drained.wait()
+            if await self.enqueue(message):
+                return
+            await self.drained.wait()
 
-    async def processor() -> None:
+    def waiting_for_results(self) -> bool:
+        """A client waiting for results of audio it sent is not idle."""
+        quiet = time.monotonic() - self.active
+        return self.busy or not self.queue.empty() or quiet < self.settings.stream_idle_timeout_s
+
+    async def enqueue(self, message: dict) -> bool:
+        """The message's commands onto the queue; True after a Finish (nothing more is read)."""
+        try:
+            commands = self.protocol.parse(message)
+        except ProtocolError as exc:
+            self.info["errors"] += 1
+            await self.send([self.protocol.error(str(exc), exc.code, exc.event_id)])
+            return False
+        for command in commands:
+            if isinstance(command, Append):
+                self.waiting.append(command.samples)
+                self.queued_samples += len(command.samples)
+                if self.queued_samples > QUEUED_AUDIO_S * SAMPLE_RATE:
+                    self.drained.clear()
+            await self.queue.put(command)
+            if isinstance(command, Finish):
+                return True
+        return False
+
+    async def process_loop(self) -> None:
+        """Commands off the queue -> the session -> events out, until Finish, a limit, or the client leaves; while
+        the queue is empty the session gets an idle tick (a partial, a turn's end)."""
         while True:
-            session = conn.session
-            if queue.empty() and not conn.closed:
-                conn.busy = True
+            if self.queue.empty() and not self.closed:
+                self.busy = True
                 try:
-                    await send(encoded(await anyio.to_thread.run_sync(session.idle)))
+                    await self.send_events(await self.in_thread(self.session.idle))
                 except InputError:
                     pass
                 finally:
-                    conn.busy, conn.active = False, time.monotonic()
-            command = await queue.get()
-            if command is None:
+                    self.busy, self.active = False, time.monotonic()
+            command = await self.queue.get()
+            if command is None or await self.process(command):
                 return
-            conn.busy = True
-            try:
-                if isinstance(command, Append):
-                    waiting.popleft()
-                    info["audio_s"] += len(command.samples) / SAMPLE_RATE
-                    conn.queued_samples -= len(command.samples)
-                    if conn.queued_samples <= QUEUED_AUDIO_S * SAMPLE_RATE / 2:
-                        drained.set()
-                    events = await anyio.to_thread.run_sync(session.append, command.samples)
-                elif isinstance(command, Commit):
-                    events = await anyio.to_thread.run_sync(session.commit)
-                elif isinstance(command, Clear):
-                    events = await anyio.to_thread.run_sync(session.clear)
-                elif isinstance(command, Configure):
-                    if session.received:
-                        raise ProtocolError("the session can be configured only before audio is sent", "too_late")
-                    conn.session = await anyio.to_thread.run_sync(new_session, command.options)
-                    await send([command.reply])
-                    continue
-                else:  # Finish
-                    await send(encoded(await anyio.to_thread.run_sync(session.finish)))
-                    return
-            except StreamLimit as exc:
-                await send([protocol.error(str(exc), "session_limit")])
-                await send(encoded(await anyio.to_thread.run_sync(session.finish)))
-                return
-            except InputError as exc:
-                info["errors"] += 1
-                code = exc.code if isinstance(exc, ProtocolError) else "invalid_request"
-                await send([protocol.error(str(exc), code, getattr(command, "event_id", None))])
-                continue
-            finally:
-                conn.busy, conn.active = False, time.monotonic()
-            info["turns"] += sum(type(e).__name__ == "Completed" for e in events)
-            await send(encoded(events))
 
-    try:
-        async with anyio.create_task_group() as group:
-
-            async def run_processor() -> None:
-                await processor()
-                group.cancel_scope.cancel()  # the receiver may be waiting for a message that never comes
-
-            group.start_soon(receiver)
-            group.start_soon(run_processor)
-    except Exception as exc:  # our failure: the client gets an error event, the log the traceback
-        logger.exception("live session failed")
+    async def process(self, command) -> bool:
+        """One command through the session, its events sent; True when the session is over."""
+        self.busy = True
         try:
-            await send([protocol.error(f"internal error: {short_message(exc, 200)}", "server_error")])
-        except Exception:
-            pass
-    finally:
-        if not conn.closed:
-            conn.closed = True
+            events = await self.run_command(command)
+        except StreamLimit as exc:
+            await self.send([self.protocol.error(str(exc), "session_limit")])
+            await self.send_events(await self.in_thread(self.session.finish))
+            return True
+        except InputError as exc:
+            self.info["errors"] += 1
+            code = exc.code if isinstance(exc, ProtocolError) else "invalid_request"
+            await self.send([self.protocol.error(str(exc), code, getattr(command, "event_id", None))])
+            return False
+        finally:
+            self.busy, self.active = False, time.monotonic()
+        if events is None:
+            return isinstance(command, Finish)
+        self.info["turns"] += sum(type(e).__name__ == "Completed" for e in events)
+        await self.send_events(events)
+        return False
+
+    async def run_command(self, command) -> list | None:
+        """The session's events for one command; None when the command sent its own reply (Configure, Finish)."""
+        session = self.session
+        if isinstance(command, Append):
+            self.waiting.popleft()
+            self.info["audio_s"] += len(command.samples) / SAMPLE_RATE
+            self.queued_samples -= len(command.samples)
+            if self.queued_samples <= QUEUED_AUDIO_S * SAMPLE_RATE / 2:
+                self.drained.set()
+            return await self.in_thread(session.append, command.samples)
+        if isinstance(command, Commit):
+            return await self.in_thread(session.commit)
+        if isinstance(command, Clear):
+            return await self.in_thread(session.clear)
+        if isinstance(command, Configure):
+            if session.received:
+                raise ProtocolError("the session can be configured only before audio is sent", "too_late")
+            self.session = await self.in_thread(self.new_session, command.options)
+            await self.send([command.reply])
+            return None
+        await self.send_events(await self.in_thread(session.finish))  # Finish
+        return None
+
+    async def run(self) -> None:
+        """Both loops until the processor ends; then the socket is closed and the session logged."""
+        import anyio
+
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def run_processor() -> None:
+                    await self.process_loop()
+                    group.cancel_scope.cancel()  # the receiver may be waiting for a message that never comes
+
+                group.start_soon(self.receive_loop)
+                group.start_soon(run_processor)
+        except Exception as exc:  # our failure: the client gets an error event, the log the traceback
+            logger.exception("live session failed")
             try:
-                await websocket.close(code=1000)
+                await self.send([self.protocol.error(f"internal error: {short_message(exc, 200)}", "server_error")])
             except Exception:
                 pass
-        info["wall_s"] = round(time.perf_counter() - started, 2)
-        info["audio_s"] = round(info["audio_s"], 2)
-        logger.info("live session %s", info)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                await self.websocket.close(code=1000)
+            except Exception:
+                pass
+        self.info["wall_s"] = round(time.perf_counter() - self.started, 2)
+        self.info["audio_s"] = round(self.info["audio_s"], 2)
+        logger.info("live session %s", self.info)
+
+
+async def _run(websocket: WebSocket, protocol: Protocol, options: StreamOptions, state: ServerState) -> None:
+    conn = _Connection(websocket, protocol, state)
+    if await conn.open(options):
+        await conn.run()
