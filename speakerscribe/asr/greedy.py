@@ -83,29 +83,9 @@ def greedy_decode(
     if temperature > 0 and generator is None:
         raise ValueError("sampling (temperature > 0) needs a torch.Generator of its own")
     decoder = model.model.decoder
-    device = prompt_ids.device
     batch = prompt_ids.shape[0]
     project = projection or VocabProjection(model.proj_out)
-    vocab = model.proj_out.out_features
-    tb, eos = rules.timestamp_begin, rules.eos
-    neg = float("-inf")
-
-    never = torch.zeros(vocab, dtype=torch.bool, device=device)
-    never[[t for t in rules.suppress if t < vocab]] = True
-    never[rules.no_timestamps] = True
-    first_never = never.clone()
-    first_never[[t for t in rules.begin_suppress if t < vocab]] = True
-    first_never[:tb] = True  # the first token is a timestamp...
-    if rules.max_initial_index is not None:
-        first_never[tb + rules.max_initial_index + 1 :] = True  # ... of at most max_initial_index
-    vocab_ids = torch.arange(vocab, device=device)
-    is_timestamp_id = vocab_ids >= tb
-    is_text_id = vocab_ids < eos
-
-    finished = torch.zeros(batch, dtype=torch.bool, device=device)
-    last_ts = torch.zeros(batch, dtype=torch.bool, device=device)  # the last token was a timestamp
-    penult_ts = torch.ones(batch, dtype=torch.bool, device=device)  # the one before too (True with < 2 tokens)
-    newest_ts = torch.full((batch,), -1, dtype=torch.long, device=device)  # the last timestamp so far (-1: none)
+    state = _RowStates(rules, model.proj_out.out_features, batch, prompt_ids.device)
     generated: list[list[int]] = [[] for _ in range(batch)]
     steps = []
     cache = None
@@ -116,48 +96,103 @@ def greedy_decode(
         out = decoder(input_ids=step_input, encoder_hidden_states=encoder_states, past_key_values=cache, use_cache=True)
         cache = out.past_key_values
         scores = project(out.last_hidden_state[:, -1]).float()
-        if step == 0:
-            scores.masked_fill_(first_never, neg)
-        else:
-            scores.masked_fill_(never, neg)
-            pair_closed = last_ts & penult_ts  # after a pair: no timestamp
-            lone = last_ts & ~penult_ts  # after a lone timestamp: a timestamp or end-of-text
-            mask = (pair_closed[:, None] & is_timestamp_id) | (lone[:, None] & is_text_id)
-            # timestamps never decrease; one that opens a segment is later than the last
-            floor = torch.where(lone, newest_ts, torch.where(newest_ts >= 0, newest_ts + 1, tb))
-            mask |= is_timestamp_id & (vocab_ids < floor[:, None])
-            scores.masked_fill_(mask, neg)
-        logprobs = torch.log_softmax(scores, dim=-1)
-        timestamp_mass = torch.logsumexp(logprobs[:, tb:], dim=-1)
-        best_text = logprobs[:, :tb].max(dim=-1).values
-        scores[:, :tb].masked_fill_((timestamp_mass > best_text)[:, None], neg)
-        if temperature > 0:  # generate's order: the rules, then the temperature, softmax, one draw per row
-            probs = torch.softmax(scores / temperature, dim=-1)
-            token = torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
-        else:
-            token = scores.argmax(dim=-1)
-        token = torch.where(finished, torch.full_like(token, eos), token)
+        state.apply_rules(scores, step)
+        token = state.advance(_choose(scores, rules.timestamp_begin, temperature, generator), step)
         steps.append(token)
-
-        penult_ts = last_ts if step >= 1 else torch.ones_like(last_ts)
-        last_ts = token >= tb
-        newest_ts = torch.where(last_ts, token, newest_ts)
-        finished = finished | (token == eos)
-        stopped = []
-        for row, (value, done) in enumerate(zip(token.tolist(), finished.tolist())):
-            if done:
-                continue
-            generated[row].append(value)
-            if stop_row is not None and value < eos and stop_row(generated[row]):
-                stopped.append(row)
-        if stopped:
-            finished[stopped] = True
-        if bool(finished.all()):
+        state.finish(_rows_to_stop(token, state.finished, generated, rules.eos, stop_row))
+        if bool(state.finished.all()):
             break
         step_input = token[:, None]
     if not steps:
         return prompt_ids
     return torch.cat([prompt_ids, torch.stack(steps, dim=1)], dim=1)
+
+
+class _RowStates:
+    """The timestamp rules' state of every row of a batch being decoded (tensors on the model's device), and the
+    masks they imply: after a pair of timestamps only text, after a lone one a timestamp or end-of-text, timestamps
+    never decreasing, the first token a timestamp of at most ``max_initial_index``."""
+
+    def __init__(self, rules: TimestampRules, vocab: int, batch: int, device):
+        import torch
+
+        self.tb, self.eos = rules.timestamp_begin, rules.eos
+        never = torch.zeros(vocab, dtype=torch.bool, device=device)
+        never[[t for t in rules.suppress if t < vocab]] = True
+        never[rules.no_timestamps] = True
+        first_never = never.clone()
+        first_never[[t for t in rules.begin_suppress if t < vocab]] = True
+        first_never[: self.tb] = True  # the first token is a timestamp...
+        if rules.max_initial_index is not None:
+            first_never[self.tb + rules.max_initial_index + 1 :] = True  # ... of at most max_initial_index
+        self.never, self.first_never = never, first_never
+        self.vocab_ids = torch.arange(vocab, device=device)
+        self.is_timestamp_id = self.vocab_ids >= self.tb
+        self.is_text_id = self.vocab_ids < self.eos
+        self.finished = torch.zeros(batch, dtype=torch.bool, device=device)
+        self.last_ts = torch.zeros(batch, dtype=torch.bool, device=device)  # the last token was a timestamp
+        self.penult_ts = torch.ones(batch, dtype=torch.bool, device=device)  # the one before too (True with < 2)
+        self.newest_ts = torch.full((batch,), -1, dtype=torch.long, device=device)  # the last timestamp (-1: none)
+
+    def apply_rules(self, scores, step: int) -> None:
+        """Set the scores (B, vocab) of every token the rules forbid at this step to -inf, in place."""
+        import torch
+
+        if step == 0:
+            scores.masked_fill_(self.first_never, float("-inf"))
+            return
+        scores.masked_fill_(self.never, float("-inf"))
+        pair_closed = self.last_ts & self.penult_ts  # after a pair: no timestamp
+        lone = self.last_ts & ~self.penult_ts  # after a lone timestamp: a timestamp or end-of-text
+        mask = (pair_closed[:, None] & self.is_timestamp_id) | (lone[:, None] & self.is_text_id)
+        # timestamps never decrease; one that opens a segment is later than the last
+        newest = self.newest_ts
+        floor = torch.where(lone, newest, torch.where(newest >= 0, newest + 1, self.tb))
+        mask |= self.is_timestamp_id & (self.vocab_ids < floor[:, None])
+        scores.masked_fill_(mask, float("-inf"))
+
+    def advance(self, token, step: int):
+        """The chosen tokens (B,) with end-of-text for finished rows; the state moved past them."""
+        import torch
+
+        token = torch.where(self.finished, torch.full_like(token, self.eos), token)
+        self.penult_ts = self.last_ts if step >= 1 else torch.ones_like(self.last_ts)
+        self.last_ts = token >= self.tb
+        self.newest_ts = torch.where(self.last_ts, token, self.newest_ts)
+        self.finished = self.finished | (token == self.eos)
+        return token
+
+    def finish(self, rows: list[int]) -> None:
+        if rows:
+            self.finished[rows] = True
+
+
+def _choose(scores, tb: int, temperature: float, generator):
+    """One token per row: text is forbidden where the timestamps together are likelier than the best text token;
+    then the best (greedy) or a draw at ``temperature`` (generate's order: the rules, the temperature, softmax)."""
+    import torch
+
+    logprobs = torch.log_softmax(scores, dim=-1)
+    timestamp_mass = torch.logsumexp(logprobs[:, tb:], dim=-1)
+    best_text = logprobs[:, :tb].max(dim=-1).values
+    scores[:, :tb].masked_fill_((timestamp_mass > best_text)[:, None], float("-inf"))
+    if temperature > 0:
+        probs = torch.softmax(scores / temperature, dim=-1)
+        return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
+    return scores.argmax(dim=-1)
+
+
+def _rows_to_stop(token, finished, generated: list[list[int]], eos: int, stop_row) -> list[int]:
+    """Each unfinished row's token appended to its ``generated``; the rows that ``stop_row`` ends after a text
+    token."""
+    stopped = []
+    for row, (value, done) in enumerate(zip(token.tolist(), finished.tolist())):
+        if done:
+            continue
+        generated[row].append(value)
+        if stop_row is not None and value < eos and stop_row(generated[row]):
+            stopped.append(row)
+    return stopped
 
 
 class VocabProjection:
