@@ -39,6 +39,23 @@ from .timing import StageHook, StageTimer
 
 logger = logging.getLogger(__name__)
 
+
+def _reporter(cancel: CancelToken, progress: ProgressHook | None) -> Callable[[str, int, int], None]:
+    """``report(stage, done, total)``: a cancellation check, then ``progress`` if there is one."""
+
+    def report(name: str, done: int, total: int) -> None:
+        cancel.check()
+        if progress:
+            progress(name, done, total)
+
+    return report
+
+
+WHOLE_AUDIO_WARNING = (
+    "the speech detector heard speech only in moments too short for a region (quiet or distant speech, "
+    "or noise); the whole audio was transcribed and Whisper's own no-speech test kept this text"
+)
+
 # the second look (see Transcriber._second_look); chosen on AMI train + development and the festival conversations
 SECOND_LOOK_MIN_S = 0.8  # diarized speech without words shorter than this is not decoded again
 SECOND_LOOK_PAD_S = 0.1  # audio added on both sides of such a stretch (never reaching a word)
@@ -198,41 +215,16 @@ class Transcriber:
         warnings: list[str] = []
         cancel = cancel or CancelToken()
         timer = StageTimer(cancel=cancel, hook=hook)
-
-        self.check(options)
-        if waveform.duration > self.max_audio_seconds:
-            raise InputError(
-                f"the audio is {waveform.duration:.0f} s long; this deployment accepts up to "
-                f"{self.max_audio_seconds:.0f} s (MAX_AUDIO_SECONDS)"
-            )
-        diarizer = self.models.diarizer
-        if diarizer is None and options.speakers.given:
-            warnings.append(
-                "num_speakers/min_speakers/max_speakers were ignored: no diarization model is loaded "
-                "(set DIARIZATION_MODEL)"
-            )
-
-        def report(name: str, done: int, total: int) -> None:
-            cancel.check()
-            if progress:
-                progress(name, done, total)
-
+        self._admit(waveform, options, warnings)
+        report = _reporter(cancel, progress)
         report("speech", 0, 1)
         with timer("vad"):
             heard = self.hear(waveform, options.speech)
-        regions, whole = heard.regions, heard.whole
         report("speech", 1, 1)
-        windows = plan_windows(regions, waveform.samples, options.windows.chunk_length_s)
+        windows = plan_windows(heard.regions, waveform.samples, options.windows.chunk_length_s)
         plan = self.plan(options, windows)
-
-        future = None
-        if diarizer is not None and windows:
-            # its own dict (merged after the wait, so the keys keep the pipeline's order), the same cancel token
-            diarization_timer = StageTimer(cancel=cancel)
-            # a thread of its own that ends with the request (speakerscribe.runtime.start_worker: why not a pool)
-            future = start_worker(self._diarize, waveform, options, diarization_timer, references, name="diarize")
-            if not self.overlap:  # sequential: diarization first, then ASR
-                future.result()
+        diarization_timer = StageTimer(cancel=cancel)  # merged after the wait: the keys keep the pipeline's order
+        future = self._start_diarization(waveform, windows, options, diarization_timer, references)
         with timer("asr"):
             try:
                 transcript, plan = self._transcribe(
@@ -246,26 +238,15 @@ class Transcriber:
         if future is not None:
             report("diarize", 0, 1)
             with timer("diarization_wait"):
-                diarization, error = future.result()
+                diarization = self._diarization_result(future, warnings)
             timer.timings.update(diarization_timer.timings)
             report("diarize", 1, 1)
-            if error:
-                warnings.append(f"diarization failed ({error}); the transcript is complete but has no speakers")
         if diarization is not None and self.second_look:
             transcript = self._second_look(waveform, diarization, transcript, options, plan, timer)
-        if whole and transcript.text.strip():
-            warnings.append(
-                "the speech detector heard speech only in moments too short for a region (quiet or distant speech, "
-                "or noise); the whole audio was transcribed and Whisper's own no-speech test kept this text"
-            )
+        if heard.whole and transcript.text.strip():
+            warnings.append(WHOLE_AUDIO_WARNING)
         with timer("merge"):
-            utterances = []
-            if diarization is not None and transcript.chunks:
-                turns = diarization.exclusive or diarization.turns
-                heard = tuple(diarization.turns) + tuple(regions)
-                utterances = self.attribute(
-                    transcript.chunks, turns, options.attribution, plan.word_timestamps, heard=heard
-                )
+            utterances = self._attributed(transcript, diarization, heard.regions, options, plan)
         return Result(
             transcript=transcript,
             duration=waveform.duration,
@@ -274,6 +255,47 @@ class Transcriber:
             warnings=tuple(warnings),
             timings={name: round(seconds, 4) for name, seconds in timer.timings.items()},
         )
+
+    def _admit(self, waveform: Waveform, options: RequestOptions, warnings: list[str]) -> None:
+        """Refuse what this deployment cannot do (InputError); note speaker counts that nothing will use."""
+        self.check(options)
+        if waveform.duration > self.max_audio_seconds:
+            raise InputError(
+                f"the audio is {waveform.duration:.0f} s long; this deployment accepts up to "
+                f"{self.max_audio_seconds:.0f} s (MAX_AUDIO_SECONDS)"
+            )
+        if self.models.diarizer is None and options.speakers.given:
+            warnings.append(
+                "num_speakers/min_speakers/max_speakers were ignored: no diarization model is loaded "
+                "(set DIARIZATION_MODEL)"
+            )
+
+    def _start_diarization(self, waveform, windows, options, timer: StageTimer, references):
+        """Diarization started in a thread of its own that ends with the request (see
+        :func:`speakerscribe.runtime.start_worker`: why not a pool); without overlap it has finished when this
+        returns. None when there is no diarizer or no speech."""
+        if self.models.diarizer is None or not windows:
+            return None
+        future = start_worker(self._diarize, waveform, options, timer, references, name="diarize")
+        if not self.overlap:  # sequential: diarization first, then ASR
+            future.result()
+        return future
+
+    @staticmethod
+    def _diarization_result(future, warnings: list[str]) -> Diarization | None:
+        diarization, error = future.result()
+        if error:
+            warnings.append(f"diarization failed ({error}); the transcript is complete but has no speakers")
+        return diarization
+
+    def _attributed(self, transcript, diarization, regions, options: RequestOptions, plan) -> list[Utterance]:
+        """The transcript's pieces attributed to the diarized speakers (exclusive turns where pyannote gives them);
+        empty without a diarization."""
+        if diarization is None or not transcript.chunks:
+            return []
+        turns = diarization.exclusive or diarization.turns
+        heard = tuple(diarization.turns) + tuple(regions)
+        return self.attribute(transcript.chunks, turns, options.attribution, plan.word_timestamps, heard=heard)
 
     def _follow_up(
         self,
