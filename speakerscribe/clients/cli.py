@@ -164,7 +164,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.output_dir:
         args.output_dir.mkdir(parents=True, exist_ok=True)
 
-    from ..audio.decode import decode_audio
     from ..models.loading import load_transcriber
 
     # the flags override the environment's ASR_MODEL / ASSISTANT_MODEL / DIARIZATION_MODEL
@@ -181,31 +180,35 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     status = 0
     for path in args.files:
-        progress = Progress(not args.no_progress, path.name)
-        try:
-            waveform = decode_audio(path.read_bytes()).waveform
-            result = transcriber.run(waveform, options, progress=progress, references=references)
-        except InputError as exc:
-            progress.close()
-            print(f"error: {path}: {exc}", file=sys.stderr)
-            status = max(status, 2)
-            continue
-        except SpeakerscribeError as exc:
-            progress.close()
-            print(f"error: {path}: {exc}", file=sys.stderr)
-            status = 1
-            continue
-        progress.close()
-        for warning in result.warnings:
-            print(f"warning: {path}: {warning}", file=sys.stderr)
-        text = render(result, args.format, words=options.attribution.show_words, uri=path.stem)
-        if args.output_dir:
-            (args.output_dir / f"{path.stem}.{args.format}").write_text(text, encoding="utf-8")
-        else:
-            if len(args.files) > 1 and args.format == "txt":
-                print(f"== {path}")
-            sys.stdout.write(text)
+        code = run_file(path, transcriber, options, references, args)
+        status = 1 if code == 1 else max(status, code)  # as before: our failure's 1 is the last word
     return status
+
+
+def run_file(path: Path, transcriber, options, references, args) -> int:
+    """One local file through the pipeline, its output written or printed; 0, or the exit status of its error
+    (2: the input, 1: our failure), printed to stderr."""
+    from ..audio.decode import decode_audio
+
+    progress = Progress(not args.no_progress, path.name)
+    try:
+        waveform = decode_audio(path.read_bytes()).waveform
+        result = transcriber.run(waveform, options, progress=progress, references=references)
+    except SpeakerscribeError as exc:
+        progress.close()
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, InputError) else 1
+    progress.close()
+    for warning in result.warnings:
+        print(f"warning: {path}: {warning}", file=sys.stderr)
+    text = render(result, args.format, words=options.attribution.show_words, uri=path.stem)
+    if args.output_dir:
+        (args.output_dir / f"{path.stem}.{args.format}").write_text(text, encoding="utf-8")
+    else:
+        if len(args.files) > 1 and args.format == "txt":
+            print(f"== {path}")
+        sys.stdout.write(text)
+    return 0
 
 
 def reference_clips(transcriber, options):
