@@ -115,7 +115,7 @@ def test_stops_on_loops_where_generate_stops(random_models):
     """With the engine's stop-on-loop criterion both ways: the same rows stop at the same token."""
     import torch
 
-    from speakerscribe.asr.engine import _StopOnLoop
+    from speakerscribe.asr.decoding import StopOnLoop as _StopOnLoop
     from speakerscribe.asr.tokens import ends_in_loop, text_token_ids
 
     model = _load(random_models.whisper_en)
@@ -178,15 +178,17 @@ def test_engine_decodes_with_the_tight_loop(random_models, monkeypatch):
     from speakerscribe.records import Span, Waveform
     from speakerscribe.runtime import resolve_placement
 
+    import speakerscribe.asr.decoding as decoding
+
     engine = asr.WhisperEngine.load(str(random_models.whisper_en), resolve_placement("cpu"))
     calls = []
-    real = asr.greedy_decode
+    real = decoding.greedy_decode
 
     def spy(*args, **kwargs):
         calls.append(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(asr, "greedy_decode", spy)
+    monkeypatch.setattr(decoding, "greedy_decode", spy)
     audio = Waveform((0.1 * np.random.default_rng(0).standard_normal(16000 * 3)).astype(np.float32))
     no_retry = dict(fallback_temperatures=())
     engine.transcribe(audio, [Span(0.0, 3.0)], AsrOptions(temperature=0.0, **no_retry))

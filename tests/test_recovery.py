@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 from audio_helpers import wav_bytes
 
-from speakerscribe.asr.engine import _best_attempt, _cut_loop, _Decoded, _keep_before_loop
+from speakerscribe.asr.decoded import Decoded as _Decoded
+from speakerscribe.asr.recovery import best_attempt as _best_attempt
+from speakerscribe.asr.recovery import cut_loop as _cut_loop
+from speakerscribe.asr.recovery import keep_before_loop as _keep_before_loop
 from speakerscribe.asr.tokens import RawSegment, ends_in_loop, find_loop
 from speakerscribe.options import AsrOptions
 from speakerscribe.records import Span

@@ -1,0 +1,171 @@
+"""One decoding of a batch of encoded windows: the tight greedy/sampling loop (:mod:`.greedy`) or transformers'
+``generate`` (draft model, static cache, forced token counts), stopped at repetition loops, then scored
+(:mod:`.scoring`) into :class:`~.decoded.Decoded` records."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from ..options import AsrOptions
+from ..records import Span
+from ..runtime import quiet_transformers
+from . import scoring
+from .decoded import Decoded
+from .greedy import greedy_decode
+from .tokens import compression_ratio, ends_in_loop, find_loop, split_segments, text_token_ids
+
+_LOOP_TAIL = 160  # generated tokens (text and timestamps) examined for a loop at each step
+FALLBACK_SEED = 0  # sampling is seeded, so a request gives the same words every time
+# transformers' generate samples from the process-wide generator: its samplings take turns seeding and drawing
+_GLOBAL_SAMPLING = threading.Lock()
+
+
+def generate(engine, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0, check=None):
+    """Decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
+
+    Greedy decoding and sampling run in :func:`~speakerscribe.asr.greedy.greedy_decode` (the same tokens, a
+    fraction of the per-step overhead); sampling draws from a generator of this call's own, seeded with
+    ``FALLBACK_SEED``, so the same request samples the same words however many others sample beside it. The
+    draft model, the static cache and forced token counts go through :meth:`generate_with_transformers`, which
+    can only sample from the process-wide generator: such samplings take turns (seeding it, drawing, putting
+    its state back). ``check()`` (the tight loop only) runs before every decoding step and may raise to stop it.
+    Returns (B, len(prompt) + new) token ids.
+    """
+    import torch
+
+    batch = encoder_outputs.last_hidden_state.shape[0]
+    ids = torch.tensor([prompt], device=engine.placement.device, dtype=torch.long).repeat(batch, 1)
+    # one position stays free for the end-of-text token the scoring pass appends
+    limit = engine.model.config.max_target_positions - 1
+    new_tokens = min(engine.max_new_tokens or limit, limit - len(prompt))
+    if assistant is None and not engine.static_cache and engine.min_new_tokens is None:
+        generator = None
+        if temperature > 0:
+            generator = torch.Generator(device=engine.placement.device).manual_seed(FALLBACK_SEED)
+        return greedy_decode(
+            engine.model,
+            encoder_outputs.last_hidden_state,
+            ids,
+            engine.timestamp_rules,
+            new_tokens,
+            stop_row=engine.ends_in_loop,
+            projection=engine.projection,
+            check=check,
+            temperature=temperature,
+            generator=generator,
+        )
+    if temperature <= 0:
+        return generate_with_transformers(engine, encoder_outputs, ids, new_tokens, assistant, temperature)
+    with _GLOBAL_SAMPLING, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(FALLBACK_SEED)
+        return generate_with_transformers(engine, encoder_outputs, ids, new_tokens, assistant, temperature)
+
+
+def generate_with_transformers(engine, encoder_outputs, ids, new_tokens: int, assistant=None, temperature=0.0):
+    """The generic ``GenerationMixin.generate`` from ``ids`` (B, P) for ``new_tokens`` at most, with Whisper's
+    timestamp rules as a logits processor (timestamps in pairs, never decreasing, the first one within 1 s), the
+    model's suppressed tokens and the stop-on-loop criterion, instead of Whisper's own ``generate``, whose
+    long-form machinery <= 30 s windows do not need. Greedy, it is what the tight loop must equal
+    (``tests/test_greedy.py``, ``benchmarks/greedy_loop.py``)."""
+    from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+    from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
+    from transformers.generation.utils import GenerationMixin
+
+    gen = engine.model.generation_config
+    prompt_length = ids.shape[1]
+    config = GenerationConfig(
+        decoder_start_token_id=engine.sot,
+        eos_token_id=engine.eos,
+        pad_token_id=engine.eos,
+        bos_token_id=engine.eos,
+        do_sample=temperature > 0,
+        temperature=temperature if temperature > 0 else None,
+        top_k=0 if temperature > 0 else None,
+        num_beams=1,
+        max_length=prompt_length + new_tokens,
+        min_new_tokens=engine.min_new_tokens,
+        suppress_tokens=list(gen.suppress_tokens or []) or None,
+        begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
+    )
+    timestamps = WhisperTimeStampLogitsProcessor(gen, begin_index=prompt_length)
+    if engine.static_cache and assistant is None:
+        # a fixed-size KV cache: with CUDA, transformers compiles the decoder step for it (CUDA graphs)
+        config.cache_implementation = "static"
+    kwargs = {"assistant_model": assistant} if assistant is not None else {}
+    if engine.min_new_tokens is None:  # forced token counts (benchmarks) must not stop early
+        kwargs["stopping_criteria"] = StoppingCriteriaList([StopOnLoop(prompt_length, engine.eos)])
+    # a draft model's generate, run by transformers for us, logs a generation-config deprecation and duplicated
+    # SuppressTokens processor notices (about its own internal call): quiet for the assisted call only
+    quiet = quiet_transformers() if assistant is not None else contextlib.nullcontext()
+    with engine._generate_lock, quiet:
+        return GenerationMixin.generate(
+            engine.model,
+            encoder_outputs=encoder_outputs,
+            decoder_input_ids=ids,
+            generation_config=config,
+            logits_processor=LogitsProcessorList([timestamps]),
+            **kwargs,
+        )
+
+
+def attempt(
+    engine,
+    enc,
+    windows: list[Span],
+    prompt: list[int],
+    opts: AsrOptions,
+    words: bool,
+    clock,
+    temperature: float,
+    assistant=None,
+) -> list[Decoded]:
+    """One decoding of every row at ``temperature`` (seeded when sampling), scored."""
+
+    with clock("asr_generate"):
+        check = clock.cancel.check if clock.cancel is not None else None
+        sequences = generate(engine, enc, prompt, assistant, temperature, check=check)
+        generated = [strip_prompt(engine, s.tolist()[len(prompt) :]) for s in sequences]
+    out = []
+    for w, g in zip(windows, generated):
+        text_tokens = text_token_ids(g, engine.eos)
+        text = engine.tokenizer.decode(text_tokens, skip_special_tokens=True) if text_tokens else ""
+        out.append(
+            Decoded(
+                window=w,
+                segments=split_segments(g, engine.timestamp_begin, engine.eos),
+                temperature=temperature,
+                text=text,
+                compression_ratio=compression_ratio(text) if text.strip() else 0.0,
+                loops=find_loop(text_tokens) is not None,
+            )
+        )
+    with clock("asr_score"):
+        scoring.score(engine, enc.last_hidden_state, prompt, generated, words, out, windows)
+    return out
+
+
+def strip_prompt(engine, ids: list[int]) -> list[int]:
+    """Drop any leading prompt tokens (start/language/task) that ``generate`` returned; cut at end-of-text."""
+    k = 0
+    while k < len(ids) and engine.eos < ids[k] < engine.timestamp_begin:
+        k += 1
+    body = ids[k:]
+    if engine.eos in body:
+        body = body[: body.index(engine.eos)]
+    return body
+
+
+class StopOnLoop:
+    """Stopping criterion: a row is finished once its generated text tokens end in a repetition loop."""
+
+    def __init__(self, prompt_length: int, eos: int):
+        self.prompt_length = prompt_length
+        self.eos = eos
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        tail = input_ids[:, max(self.prompt_length, input_ids.shape[1] - _LOOP_TAIL) :].tolist()
+        done = [ends_in_loop(text_token_ids(row, self.eos)) for row in tail]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
