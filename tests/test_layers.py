@@ -116,3 +116,29 @@ def test_the_check_catches_upward_and_sideways_imports():
     )
     assert not violations("from speakerscribe.audio.decode import decode_audio\n", "speakerscribe.clients.cli")
     assert not violations("from .errors import InputError\n", "speakerscribe.options")
+
+
+MAX_FUNCTION_LINES = 60  # from `def` to its last line, docstring and decorators' arguments included
+
+
+def long_functions(source: str) -> list[str]:
+    """``name (lines)`` of every function or method in ``source`` longer than ``MAX_FUNCTION_LINES``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                out.append(f"{node.name} ({lines} lines)")
+    return out
+
+
+@pytest.mark.parametrize("path", package_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_function_in_the_runtime_package_is_over_60_lines(path: Path):
+    assert long_functions(path.read_text()) == []
+
+
+def test_the_length_check_counts_nested_functions_and_methods():
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    assert long_functions(f"def f():\n{body}") == [f"f ({MAX_FUNCTION_LINES + 1} lines)"]
+    assert long_functions(f"class A:\n    def m(self):\n    {body.replace(chr(10) + '    ', chr(10) + '        ')}")
+    assert long_functions(f"def f():\n{body[: -len(body.splitlines()[-1]) - 1]}") == []
