@@ -65,7 +65,7 @@ class Server:
                     self.seen_loading = seen_503
                     return
                 seen_503 |= r.status_code == 503
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not listening yet, or a busy machine: ask again
                 pass
             time.sleep(0.2)
         raise TimeoutError(self.log.read_text()[-3000:])
