@@ -1,4 +1,4 @@
-"""The page at ``/ui``: static files from :mod:`speakerscribe.ui` (no build step, nothing fetched from elsewhere).
+"""The page at ``/ui``: static files from ``page/`` beside this module (no build step, nothing fetched from elsewhere).
 
 The page itself is public, like ``/health``: it holds no data. What it does goes through the API routes, which
 check the token the user types into the page (kept in the page's memory only). A strict Content-Security-Policy
