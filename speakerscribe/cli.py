@@ -4,4 +4,4 @@
 from .clients.cli import main
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -4,4 +4,4 @@
 from .clients.deploy import main
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -4,4 +4,4 @@
 from .serve.command import main
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -4,6 +4,7 @@ gives, and the class path that diarization folders prepared earlier name for CAM
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,32 @@ def test_python_dash_m_commands_answer_help(command: str):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage:" in proc.stdout
+
+
+# a usage error each command reports with exit status 2 (argparse's, or the command's own): the status must come
+# through the former path unchanged, not only the help text
+USAGE_ERRORS = {
+    "speakerscribe.server": ["--port", "not-a-port"],
+    "speakerscribe.cli": ["no-such-file.wav"],
+    "speakerscribe.deploy": ["--name", "x"],
+    "speakerscribe.stream": ["no-such-file.wav"],
+    "speakerscribe.offline.prepare": ["--no-such-flag"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_former_paths_pass_on_the_exit_status(command: str):
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    proc = subprocess.run(
+        [sys.executable, "-m", command, *USAGE_ERRORS[command]],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "error" in proc.stderr.lower()
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

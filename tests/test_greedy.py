@@ -173,12 +173,11 @@ def test_sampling_draws_what_generate_draws_from_the_same_seed(random_models):
 
 def test_engine_decodes_with_the_tight_loop(random_models, monkeypatch):
     """The engine's greedy and sampled decodings go through greedy_decode; sampling with a generator of its own."""
+    import speakerscribe.asr.decoding as decoding
     import speakerscribe.asr.engine as asr
     from speakerscribe.options import AsrOptions
     from speakerscribe.records import Span, Waveform
     from speakerscribe.runtime import resolve_placement
-
-    import speakerscribe.asr.decoding as decoding
 
     engine = asr.WhisperEngine.load(str(random_models.whisper_en), resolve_placement("cpu"))
     calls = []

@@ -4,4 +4,4 @@
 from ..models.prepare import main
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
