@@ -174,22 +174,26 @@ def real_voices_table(models: Path, data: Path, asr: str, take: list[int] | None
     _real_voice_summary(rows)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", type=Path, default=REPO / "models")
-    parser.add_argument("--speech", type=Path, default=REPO / ".cache" / "speech")
-    parser.add_argument("--data", type=Path, default=REPO / "data" / "ami")
-    parser.add_argument("--sets", nargs="+", choices=["festival", "ami", "real_voices"], default=["festival", "ami"])
+def _real_voice_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real-voices", type=Path, default=REPO / "data" / "real_voices")
     parser.add_argument("--counts", nargs="+", choices=["default", "true"], default=["default", "true"])
     parser.add_argument(
         "--rv-take", nargs=3, type=int, metavar=("TWO", "THREE", "FOUR"), default=None,
         help="real_voices: conversations per group and quality by number of people (default: all)",
     )  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", type=Path, default=REPO / "models")
+    parser.add_argument("--speech", type=Path, default=REPO / ".cache" / "speech")
+    parser.add_argument("--data", type=Path, default=REPO / "data" / "ami")
+    parser.add_argument("--sets", nargs="+", choices=["festival", "ami", "real_voices"], default=["festival", "ami"])
+    _real_voice_arguments(parser)
     parser.add_argument(
         "--splits", nargs="+", choices=["train", "development", "test"], default=["train", "development"]
     )
-    parser.add_argument("--ami-model", default="whisper-base", help="ASR model folder for the AMI table")
+    parser.add_argument("--ami-model", default="whisper-base", help="ASR model for the AMI and real-voice tables")
     args = parser.parse_args()
     os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -150,3 +150,17 @@ def test_telephone_channel_passes_the_voice_band_only():
         assert len(out) == len(tone)
         gain_db = _rms_db(out[RATE // 4 : -RATE // 4]) - _rms_db(tone[RATE // 4 : -RATE // 4])
         assert (abs(gain_db) < 1.0) if passes else (gain_db < -25.0), (hz, gain_db)
+
+
+def test_a_word_is_right_only_inside_a_turn_of_the_person_its_label_maps_to():
+    from speakerscribe_dev.evaluation import words_on_right_speaker
+
+    reference = [(0.0, 2.0, "ann"), (1.5, 4.0, "bob")]
+    words = [
+        {"start": 0.2, "end": 0.6, "speaker": "S0"},  # 0.4: ann's turn, S0 -> ann: right
+        {"start": 1.6, "end": 1.8, "speaker": "S1"},  # 1.7: both talk, S1 -> bob: right
+        {"start": 3.0, "end": 3.4, "speaker": "S0"},  # 3.2: bob's turn, S0 -> ann: wrong
+        {"start": 4.2, "end": 4.6, "speaker": "S1"},  # 4.4: nobody's turn: wrong
+        {"start": 0.8, "end": 1.0, "speaker": "S2"},  # an unmapped label: wrong
+    ]
+    assert words_on_right_speaker(reference, words, {"S0": "ann", "S1": "bob"}) == (2, 5)
