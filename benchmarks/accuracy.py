@@ -138,11 +138,11 @@ def _real_voice_summary(rows: list[dict]) -> None:
 
 
 def real_voices_table(models: Path, data: Path, asr: str, take: list[int] | None, counts: list[str]) -> None:
-    from speakerscribe.audio import decode_audio
-    from speakerscribe.loading import load_transcriber
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.models.loading import load_transcriber
+    from speakerscribe.models.settings import ModelSettings
     from speakerscribe.options import RequestOptions, SpeakerCounts
     from speakerscribe.response import endpoint_response
-    from speakerscribe.settings import ModelSettings
     from speakerscribe_dev import real_voices
     from speakerscribe_dev.evaluation import evaluate_real_voice
 

@@ -1,6 +1,6 @@
 """Each person's speech cut into tight pieces: turns of 1-8 s and back-channels of 0.3-1 s.
 
-Silero VAD (``speakerscribe.vad``) finds the speech in every raw clip with tight settings (a 60 ms pad, pauses of
+Silero VAD (``speakerscribe.audio.vad``) finds the speech in every raw clip with tight settings (a 60 ms pad, pauses of
 0.25 s and more kept apart); speech runs closer than ``JOIN_GAP_S`` form one piece, so a piece's truth is its
 whole extent (pauses inside it under 0.4 s count as speech, as in a hand-made RTTM). Runs longer than
 ``TURN_MAX_S`` are cut at the quietest 32 ms frame between 3 s and 8 s from the start. A run of 0.3-1 s standing
@@ -52,7 +52,7 @@ def tight_options():
 
 def speech_runs(probs: np.ndarray, duration: float) -> list[tuple[float, float]]:
     """Speech runs (seconds) of one clip: tight Silero regions joined across pauses shorter than JOIN_GAP_S."""
-    from speakerscribe.vad import speech_regions
+    from speakerscribe.audio.vad import speech_regions
 
     runs: list[list[float]] = []
     for span in speech_regions(probs, duration, tight_options()):
@@ -114,7 +114,7 @@ def speech_probabilities(clips: list[RawClip]) -> list[np.ndarray]:
     """Silero's per-frame speech probability for each clip, one clip per stream (no state shared across clips)."""
     import torch
 
-    from speakerscribe.vad import SileroVAD
+    from speakerscribe.audio.vad import SileroVAD
 
     torch.set_num_threads(1)  # the same arithmetic on every machine and run: identical pieces, identical bytes
     vad = SileroVAD(streams=1)
