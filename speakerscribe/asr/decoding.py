@@ -16,6 +16,14 @@ from .greedy import greedy_decode
 from .tokens import compression_ratio, ends_in_loop, find_loop, split_segments, text_token_ids
 
 _LOOP_TAIL = 160  # generated tokens (text and timestamps) examined for a loop at each step
+
+
+def row_ends_in_loop(generated: list[int], eos: int) -> bool:
+    """Whether a row's generated tokens (timestamps included) end in a repetition loop, over the last
+    ``_LOOP_TAIL`` tokens: the stop criterion of both decoding paths."""
+    return ends_in_loop(text_token_ids(generated[-_LOOP_TAIL:], eos))
+
+
 FALLBACK_SEED = 0  # sampling is seeded, so a request gives the same words every time
 # transformers' generate samples from the process-wide generator: its samplings take turns seeding and drawing
 _GLOBAL_SAMPLING = threading.Lock()
@@ -166,6 +174,6 @@ class StopOnLoop:
     def __call__(self, input_ids, scores, **kwargs):
         import torch
 
-        tail = input_ids[:, max(self.prompt_length, input_ids.shape[1] - _LOOP_TAIL) :].tolist()
-        done = [ends_in_loop(text_token_ids(row, self.eos)) for row in tail]
+        rows = input_ids[:, max(self.prompt_length, input_ids.shape[1] - _LOOP_TAIL) :].tolist()
+        done = [row_ends_in_loop(row, self.eos) for row in rows]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)

@@ -44,7 +44,6 @@ from . import features as window_inputs
 from .decoded import Decoded, DecodePlan
 from .greedy import TimestampRules, VocabProjection
 from .languages import normalise_language
-from .tokens import ends_in_loop, text_token_ids
 
 logger = logging.getLogger(__name__)
 
@@ -238,11 +237,8 @@ class WhisperEngine:
         return [decoded[i] for i in range(len(windows))], language, probability
 
     def ends_in_loop(self, generated: list[int]) -> bool:
-        """Whether a row's generated tokens (timestamps included) end in a repetition loop: the stop criterion of
-        both decoding paths, over the last ``decoding._LOOP_TAIL`` tokens."""
-        return ends_in_loop(text_token_ids(generated[-decoding._LOOP_TAIL :], self.eos))
-
-    # ------------------------------------------------------------------------------------------- assembly
+        """Whether a row's generated tokens end in a repetition loop (:func:`.decoding.row_ends_in_loop`)."""
+        return decoding.row_ends_in_loop(generated, self.eos)
 
     # ------------------------------------------------------------------------- the jobs, one module each
     def features(self, waveform: Waveform, windows: list[Span]):
