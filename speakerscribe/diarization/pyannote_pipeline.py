@@ -31,6 +31,8 @@ What :func:`build` changes
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from pyannote.audio.pipelines import SpeakerDiarization
 from pyannote.audio.pipelines.clustering import AgglomerativeClustering, BaseClustering, VBxClustering
@@ -39,6 +41,7 @@ from ..records import SAMPLE_RATE
 from ..runtime import ignoring_warning
 from .bounded_clustering import MAX_EMBEDDINGS, evenly_spaced
 from .campplus import CAMPPlusEmbedding
+from .constrained_clustering import ConstraintOptions, constrained_clusters
 from .shared_frames import shared_frame_embeddings
 
 
@@ -94,6 +97,26 @@ class BoundedVBxClustering(BoundedEmbeddings, VBxClustering):
     pass
 
 
+class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
+    """Centroid linkage that never merges two voices heard in one window
+    (:mod:`speakerscribe.diarization.constrained_clustering`); the threshold is the pipeline's, every embedding is
+    then assigned as pyannote assigns it."""
+
+    constraint_options = ConstraintOptions()
+
+    def __call__(self, embeddings, segmentations=None, num_clusters=None, min_clusters=None, max_clusters=None, **kw):
+        with ignoring_warning(RuntimeWarning, "Mean of empty slice"), np.errstate(invalid="ignore"):
+            chosen, chunk_idx, speaker_idx = self.filter_embeddings(embeddings, segmentations=segmentations)
+            num, lo, hi = self.set_num_clusters(len(chosen), num_clusters, min_clusters, max_clusters)
+            if len(chosen) < 2 or hi < 2:
+                return BaseClustering.__call__(self, embeddings, segmentations, None, 1, 1)
+            options = replace(self.constraint_options, threshold=float(self.threshold))
+            clusters = constrained_clusters(chosen, chunk_idx, options, num=num, lo=lo, hi=hi)
+            return self.assign_embeddings(
+                embeddings, chunk_idx, speaker_idx, clusters, constrained=self.constrained_assignment
+            )
+
+
 _BOUNDED: dict[type, type] = {
     AgglomerativeClustering: BoundedAgglomerativeClustering,
     VBxClustering: BoundedVBxClustering,
@@ -117,12 +140,15 @@ def supports_shared_frames(pipeline) -> bool:
     )
 
 
-def build(pipeline, shared_frames: bool = True, max_embeddings: int = MAX_EMBEDDINGS):
+def build(pipeline, shared_frames: bool = True, max_embeddings: int = MAX_EMBEDDINGS, constrained: bool = False):
     """The loaded pyannote ``pipeline`` as speakerscribe runs it (see the module docstring); returns it.
-    Pipelines of other classes are returned unchanged."""
+    Pipelines of other classes are returned unchanged. ``constrained``: centroid-linkage agglomerative clustering
+    becomes :class:`ConstrainedAgglomerativeClustering` (not the default yet: uncalibrated)."""
     if shared_frames and supports_shared_frames(pipeline):
         pipeline.__class__ = SharedFrameDiarization
     clustering = getattr(pipeline, "clustering", None)
+    if constrained and type(clustering) in (AgglomerativeClustering, BoundedAgglomerativeClustering):
+        clustering.__class__ = ConstrainedAgglomerativeClustering
     if isinstance(clustering, BaseClustering) and not isinstance(clustering, BoundedEmbeddings):
         clustering.__class__ = bounded_class(type(clustering))
     if isinstance(clustering, BoundedEmbeddings):

@@ -1,0 +1,181 @@
+"""Agglomerative clustering that never merges two voices the segmentation model heard at once (issue 26).
+
+pyannote clusters one embedding per (10 s window, local speaker). When the segmentation model hears two local
+speakers in the same window, each with seconds of clean speech, they are two people, however close their
+embeddings are (two women on a telephone line are closer than the CAM++ merge threshold). Here that evidence becomes
+a cannot-link constraint: centroid linkage on unit vectors, as pyannote's ``AgglomerativeClustering`` with
+``method: centroid``, except that two clusters holding at least ``min_links`` such pairs are never merged.
+
+Guard against the segmentation model splitting one person inside a window: a pair only links when its two
+embeddings are at least ``split_distance`` apart (one person's two halves are near-identical), and one window is
+not enough evidence (``min_links``).
+
+A speaker count (``num`` / ``min`` / ``max``) chooses among the clusterings the evidence allows: above the count,
+the smallest clusters are absorbed first, then the closest allowed pairs merge; pairs the evidence forbids merge only
+when nothing else can reach the count (fewest links first). Below it, the last merges are undone.
+
+Pure numpy; the work is bounded: above ``max_items`` embeddings, scipy's centroid linkage first groups them into
+``max_items`` tight groups, which are then clustered with their constraints summed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ConstraintOptions:
+    threshold: float = 0.95  # centroid distance (unit vectors) above which clusters stay apart
+    min_links: int = 2  # pairs heard at once before two clusters may never merge
+    split_distance: float = 0.5  # two local speakers of one window closer than this are one person, split
+    min_items: int = 1  # clusters smaller than this are absorbed into the nearest allowed larger one
+    tiny_share: float = 0.1  # to reach a count, clusters under this share of the embeddings are absorbed first
+    max_items: int = 800  # above this, scipy pre-groups the embeddings (bounded time and memory)
+
+
+def cannot_links(embeddings: np.ndarray, chunks: np.ndarray, split_distance: float) -> np.ndarray:
+    """(m, 2) rows i < j: two embeddings from the same window, far enough apart to be two people."""
+    order = np.argsort(chunks, kind="stable")
+    pairs = []
+    for offset in (1, 2, 3, 4):  # a window holds a handful of local speakers: pairs are near in sorted order
+        i, j = order[:-offset], order[offset:]
+        same = chunks[i] == chunks[j]
+        pairs.append(np.stack([i[same], j[same]], axis=1))
+    pairs = np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
+    far = np.linalg.norm(embeddings[pairs[:, 0]] - embeddings[pairs[:, 1]], axis=1) >= split_distance
+    return np.sort(pairs[far], axis=1)
+
+
+def _distances(centroids: np.ndarray) -> np.ndarray:
+    sq = (centroids**2).sum(1)
+    return np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2 * centroids @ centroids.T, 0.0))
+
+
+def _pregroup(embeddings: np.ndarray, limit: int) -> np.ndarray:
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    return fcluster(linkage(embeddings, method="centroid", metric="euclidean"), limit, criterion="maxclust") - 1
+
+
+class _Agglomeration:
+    """Clusters as sums and counts of unit vectors, the centroid distance matrix and the link counts between them."""
+
+    def __init__(self, embeddings: np.ndarray, links: np.ndarray, groups: np.ndarray, min_links: int):
+        k = int(groups.max()) + 1
+        self.sums = np.zeros((k, embeddings.shape[1]))
+        np.add.at(self.sums, groups, embeddings)
+        self.counts = np.bincount(groups, minlength=k).astype(np.float64)
+        self.links = np.zeros((k, k), dtype=np.int64)
+        np.add.at(self.links, (groups[links[:, 0]], groups[links[:, 1]]), 1)
+        self.links = self.links + self.links.T
+        np.fill_diagonal(self.links, 0)
+        self.min_links = min_links
+        self.alive = np.ones(k, dtype=bool)
+        self.parent = np.arange(k)
+        self.distance = _distances(self.sums / self.counts[:, None])
+        np.fill_diagonal(self.distance, np.inf)
+
+    @property
+    def size(self) -> int:
+        return int(self.alive.sum())
+
+    def _pairs(self, allowed_only: bool) -> np.ndarray:
+        d = self.distance.copy()
+        d[~self.alive, :] = np.inf
+        d[:, ~self.alive] = np.inf
+        if allowed_only:
+            d[self.links >= self.min_links] = np.inf
+        return d
+
+    def closest(self, allowed_only: bool = True) -> tuple[int, int, float]:
+        d = self._pairs(allowed_only)
+        a, b = np.unravel_index(int(np.argmin(d)), d.shape)
+        return int(a), int(b), float(d[a, b])
+
+    def weakest(self) -> tuple[int, int]:
+        """The pair with the fewest links, closest first: the merge the evidence forbids least."""
+        d = self._pairs(False)
+        cost = np.where(np.isfinite(d), self.links * 1e3 + d, np.inf)
+        a, b = np.unravel_index(int(np.argmin(cost)), cost.shape)
+        return int(a), int(b)
+
+    def merge(self, a: int, b: int) -> None:
+        self.sums[a] += self.sums[b]
+        self.counts[a] += self.counts[b]
+        self.links[a] += self.links[b]
+        self.links[:, a] = self.links[a]
+        self.links[a, a] = 0
+        self.alive[b] = False
+        self.parent[self.parent == b] = a
+        centroid = self.sums[a] / self.counts[a]
+        row = np.linalg.norm(self.sums / self.counts[:, None] - centroid, axis=1)
+        row[a] = np.inf
+        self.distance[a], self.distance[:, a] = row, row
+        self.distance[b, :] = np.inf
+        self.distance[:, b] = np.inf
+
+    def absorb_smallest(self, min_items: int) -> bool:
+        """Fold the smallest cluster under ``min_items`` into its closest allowed neighbour; False when none."""
+        small = np.flatnonzero(self.alive & (self.counts < min_items))
+        if len(small) == 0 or self.size < 2:
+            return False
+        for s in small[np.argsort(self.counts[small])]:
+            d = self._pairs(True)[s]
+            target = int(np.argmin(d))
+            if np.isfinite(d[target]):
+                self.merge(target, s)
+                return True
+        return False
+
+    def labels(self, groups: np.ndarray) -> np.ndarray:
+        _, dense = np.unique(self.parent[groups], return_inverse=True)
+        return dense
+
+
+def constrained_clusters(
+    embeddings: np.ndarray,
+    chunks: np.ndarray,
+    options: ConstraintOptions = ConstraintOptions(),
+    num: int | None = None,
+    lo: int = 1,
+    hi: int | None = None,
+) -> np.ndarray:
+    """0-based cluster per embedding (rows of ``embeddings``; ``chunks[i]`` is the window row ``i`` came from).
+    ``num`` or the range [``lo``, ``hi``] is the speaker count asked for."""
+    n = len(embeddings)
+    if n < 2:
+        return np.zeros(n, dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unit = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    unit = np.nan_to_num(unit)
+    if num is not None:
+        lo = hi = num
+    hi = n if hi is None else hi
+    lo = max(1, min(lo, n))
+    groups = _pregroup(unit, options.max_items) if n > options.max_items else np.arange(n)
+    links = cannot_links(unit, chunks, options.split_distance)
+    history = []  # merges in order, to go back when the count asks for more clusters
+    state = _Agglomeration(unit, links, groups, options.min_links)
+    while state.size > 1:
+        a, b, d = state.closest()
+        if not np.isfinite(d) or d > options.threshold:
+            break
+        history.append((a, b))
+        state.merge(a, b)
+    if state.size < lo:  # replay fewer merges: undo the last ones
+        state = _Agglomeration(unit, links, groups, options.min_links)
+        for a, b in history[: state.size - lo]:
+            state.merge(a, b)
+        return state.labels(groups)
+    while state.size > lo and state.absorb_smallest(options.min_items):
+        pass
+    tiny = options.tiny_share * n
+    while state.size > hi:
+        if not state.absorb_smallest(tiny):
+            a, b, d = state.closest()
+            if not np.isfinite(d):
+                a, b = state.weakest()
+            state.merge(a, b)
+    return state.labels(groups)

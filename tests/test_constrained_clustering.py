@@ -1,0 +1,165 @@
+"""Cannot-link clustering (issue 26): two voices heard in one window are never merged, a split person is, counts
+choose among the clusterings the evidence allows. Synthetic embeddings (the rules); the real telephone conversation
+check is in the last test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from speakerscribe.diarization.constrained_clustering import (
+    ConstraintOptions,
+    cannot_links,
+    constrained_clusters,
+)
+
+
+def _unit(v):
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+def _two_close_voices(windows=30, spread=0.05, gap=0.4, seed=0):
+    """Two speakers whose centres are ``gap`` apart (closer than the 0.95 threshold), both heard in every window."""
+    rng = np.random.default_rng(seed)
+    a = _unit(rng.normal(size=64))
+    b = _unit(a + gap / np.sqrt(2) * _unit(rng.normal(size=64)) * np.sqrt(2))
+    rows, chunks, truth = [], [], []
+    for c in range(windows):
+        for who, centre in enumerate((a, b)):
+            rows.append(_unit(centre + spread * rng.normal(size=64)))
+            chunks.append(c)
+            truth.append(who)
+    return np.array(rows), np.array(chunks), np.array(truth), np.linalg.norm(a - b)
+
+
+def _purity(labels, truth):
+    return max(np.mean(labels == truth), np.mean(labels != truth))
+
+
+def test_two_voices_heard_at_once_stay_apart_where_plain_centroid_linkage_merges_them():
+    x, chunks, truth, gap = _two_close_voices()
+    assert gap < ConstraintOptions().threshold  # plain linkage at this threshold must merge them
+    no_links = constrained_clusters(x, chunks, ConstraintOptions(min_links=10**9))
+    assert len(np.unique(no_links)) == 1
+    labels = constrained_clusters(x, chunks)
+    assert len(np.unique(labels)) == 2
+    assert _purity(labels, truth) == 1.0
+
+
+def test_one_person_split_inside_windows_is_not_evidence():
+    x, chunks, _, _ = _two_close_voices(gap=0.02)  # the "two" local speakers are the same voice
+    assert len(np.unique(constrained_clusters(x, chunks))) == 1
+
+
+def test_a_single_window_is_not_enough_evidence():
+    x, chunks, _, _ = _two_close_voices()
+    alone = chunks > 0
+    chunks = chunks.copy()
+    chunks[alone] = 1000 + np.arange(int(alone.sum()))  # only window 0 hears both voices
+    assert len(cannot_links(x, chunks, 0.0)) == 1
+    assert len(np.unique(constrained_clusters(x, chunks, ConstraintOptions(min_links=2)))) == 1
+    assert len(np.unique(constrained_clusters(x, chunks, ConstraintOptions(min_links=1)))) == 2
+
+
+def test_cannot_links_are_pairs_of_the_same_window_far_enough_apart():
+    x = _unit(np.array([[1.0, 0, 0], [0, 1.0, 0], [1.0, 0.01, 0], [0, 0, 1.0]]))
+    chunks = np.array([0, 0, 0, 1])
+    pairs = {tuple(p) for p in cannot_links(x, chunks, 0.5).tolist()}
+    assert pairs == {(0, 1), (1, 2)}  # 0 and 2 are one voice; 3 is alone in its window
+
+
+@pytest.mark.parametrize("count", [1, 3, 4])
+def test_a_count_is_met_both_ways(count):
+    x, chunks, truth, _ = _two_close_voices()
+    labels = constrained_clusters(x, chunks, num=count)
+    assert len(np.unique(labels)) == count
+    assert sorted(np.unique(labels)) == list(range(count))
+
+
+def test_a_count_absorbs_a_tiny_cluster_before_merging_the_closest_pair():
+    x, chunks, truth, _ = _two_close_voices(spread=0.01)
+    chunks = np.arange(len(chunks))  # never heard together: nothing forbids merging the two voices
+    rng = np.random.default_rng(3)
+    stray = _unit(_unit(rng.normal(size=64)) + 0.01 * rng.normal(size=(2, 64)))  # a stray voice, 2 embeddings
+    x3, c3 = np.vstack([x, stray]), np.concatenate([chunks, [500, 501]])
+    options = ConstraintOptions(threshold=0.3)  # the two voices (0.4 apart) stay apart without a count
+    assert len(np.unique(constrained_clusters(x3, c3, options))) == 3
+    labels = constrained_clusters(x3, c3, options, num=2)
+    assert _purity(labels[: len(truth)], truth) == 1.0  # the stray went, the closest pair (two people) did not merge
+
+
+def test_a_range_keeps_a_clustering_inside_it_and_moves_one_outside():
+    x, chunks, _, _ = _two_close_voices()
+    assert len(np.unique(constrained_clusters(x, chunks, lo=1, hi=5))) == 2
+    assert len(np.unique(constrained_clusters(x, chunks, lo=3, hi=5))) == 3
+    assert len(np.unique(constrained_clusters(x, chunks, lo=1, hi=1))) == 1
+
+
+def test_large_inputs_are_pregrouped_and_stay_bounded():
+    x, chunks, truth, _ = _two_close_voices(windows=1500, spread=0.02)  # 3000 embeddings: above max_items
+    labels = constrained_clusters(x, chunks, ConstraintOptions(max_items=300))
+    assert len(np.unique(labels)) == 2
+    assert _purity(labels, truth) > 0.99
+
+
+def test_tiny_and_degenerate_inputs():
+    assert constrained_clusters(np.zeros((0, 8)), np.zeros(0, dtype=int)).shape == (0,)
+    assert constrained_clusters(np.ones((1, 8)), np.zeros(1, dtype=int)).tolist() == [0]
+    nan_rows = np.vstack([np.zeros((1, 8)), np.ones((1, 8))])  # a zero vector cannot be normalised
+    assert len(constrained_clusters(nan_rows, np.array([0, 1]))) == 2
+
+
+@pytest.fixture(scope="module")
+def telephone_calls():
+    from conftest import REPO
+
+    from speakerscribe_dev import real_voices
+
+    folder = real_voices.prepare(REPO / "data" / "real_voices", ami_folder=REPO / "data" / "ami")
+    calls = [c for c in real_voices.load(folder) if c.split == "calibration" and c.quality == "telephone"]
+    return [c for c in calls if len(c.people) == 2][:3] + [c for c in calls if len(c.people) == 3][:1]
+
+
+@pytest.mark.slow
+def test_real_telephone_calls_keep_their_voices_apart_with_constraints(real_models, telephone_calls):
+    """Real voices over a telephone channel (calibration people): the pipeline with cannot-link clustering scores a
+    clearly lower mean DER than the same pipeline with pyannote's clustering, on the same segmentation and
+    embeddings, and a given true count is met."""
+    import torch
+    from pyannote.audio import Pipeline
+
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.diarization.pyannote_pipeline import BoundedAgglomerativeClustering, build
+    from speakerscribe.runtime import configure_pyannote_environment
+    from speakerscribe_dev.evaluation import der_turns
+
+    configure_pyannote_environment()
+    pipeline = build(Pipeline.from_pretrained(real_models / "diarization"), True)
+    segment, embed, memo = pipeline.get_segmentations, pipeline.get_embeddings, {}
+
+    def once(key, compute):  # segmentation and embeddings once per call: only the clustering differs between runs
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
+    pipeline.get_segmentations = lambda file, hook=None: once(("s", file["uri"]), lambda: segment(file, hook=hook))
+    pipeline.get_embeddings = lambda file, binarized, exclude_overlap=False, hook=None: once(
+        ("e", file["uri"]), lambda: embed(file, binarized, exclude_overlap=exclude_overlap, hook=hook)
+    )
+    scores = {"plain": [], "constrained": []}
+    with torch.inference_mode():
+        for call in telephone_calls:
+            samples = decode_audio(call.wav.read_bytes()).waveform.samples
+            file = {"waveform": torch.from_numpy(samples)[None], "sample_rate": 16_000, "uri": call.uri}
+            ref = [(t.start, t.end, t.speaker) for t in call.turns]
+            for mode in scores:
+                pipeline.clustering.__class__ = BoundedAgglomerativeClustering
+                build(pipeline, True, constrained=mode == "constrained")
+                out = pipeline(file).speaker_diarization
+                hyp = [(s.start, s.end, label) for s, _, label in out.itertracks(yield_label=True)]
+                scores[mode].append(der_turns(ref, hyp, call.uem)["diarization error rate"])
+            counted = pipeline(file, num_speakers=len(call.people)).speaker_diarization
+            assert len(counted.labels()) == len(call.people), call.uri
+    plain, constrained = np.mean(scores["plain"]), np.mean(scores["constrained"])
+    print(f"telephone calls: DER plain {plain:.3f}, constrained {constrained:.3f}")
+    assert constrained < plain - 0.1, scores
