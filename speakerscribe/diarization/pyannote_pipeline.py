@@ -27,6 +27,9 @@ What :func:`build` changes
       :class:`BoundedEmbeddings` in front (:class:`BoundedAgglomerativeClustering` and :class:`BoundedVBxClustering`
       for the two that pipelines use): ``filter_embeddings`` keeps at most ``max_embeddings``
       (:mod:`speakerscribe.diarization.bounded_clustering`), so a four-hour recording clusters in bounded memory.
+    * with ``constrained=True`` (not the service's default yet), centroid-linkage agglomerative clustering ->
+      :class:`ConstrainedAgglomerativeClustering`, which never merges two voices heard in one window
+      (:mod:`speakerscribe.diarization.constrained_clustering`).
 """
 
 from __future__ import annotations
