@@ -43,7 +43,7 @@ def cannot_links(embeddings: np.ndarray, chunks: np.ndarray, split_distance: flo
         i, j = order[:-offset], order[offset:]
         same = chunks[i] == chunks[j]
         pairs.append(np.stack([i[same], j[same]], axis=1))
-    pairs = np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
+    pairs = np.concatenate(pairs)
     far = np.linalg.norm(embeddings[pairs[:, 0]] - embeddings[pairs[:, 1]], axis=1) >= split_distance
     return np.sort(pairs[far], axis=1)
 
@@ -89,8 +89,9 @@ class _Agglomeration:
             d[self.links >= self.min_links] = np.inf
         return d
 
-    def closest(self, allowed_only: bool = True) -> tuple[int, int, float]:
-        d = self._pairs(allowed_only)
+    def closest(self) -> tuple[int, int, float]:
+        """The closest pair the evidence allows to merge, and its distance (inf when none)."""
+        d = self._pairs(True)
         a, b = np.unravel_index(int(np.argmin(d)), d.shape)
         return int(a), int(b), float(d[a, b])
 
@@ -121,8 +122,9 @@ class _Agglomeration:
         small = np.flatnonzero(self.alive & (self.counts < min_items))
         if len(small) == 0 or self.size < 2:
             return False
+        allowed = self._pairs(True)
         for s in small[np.argsort(self.counts[small])]:
-            d = self._pairs(True)[s]
+            d = allowed[s]
             target = int(np.argmin(d))
             if np.isfinite(d[target]):
                 self.merge(target, s)
