@@ -29,49 +29,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from speakerscribe_dev.pyannote_cache import cached, pyannote_file  # noqa: E402
+
 METHODS = ("centroid", "average")
 THRESHOLDS = tuple(round(0.5 + 0.05 * k, 2) for k in range(11))  # 0.50 .. 1.00
 MIN_CLUSTER_SIZES = (1, 2, 3, 4, 6, 8, 12)
-
-
-def pyannote_file(uri: str, wav: Path) -> dict:
-    """The in-memory file dict pyannote takes: decoded as the service decodes, with a ``uri`` to cache by."""
-    import torch
-
-    from speakerscribe.audio.decode import decode_audio
-    from speakerscribe.records import SAMPLE_RATE
-
-    waveform = decode_audio(wav.read_bytes()).waveform
-    return {"waveform": torch.from_numpy(waveform.samples)[None], "sample_rate": SAMPLE_RATE, "uri": uri}
-
-
-def cached(pipeline, shared_frames: bool):
-    """Memoise segmentation and embeddings per file uri on ``pipeline`` (one embedding path)."""
-    from speakerscribe.diarization.pyannote_pipeline import build, supports_shared_frames
-
-    if shared_frames and not supports_shared_frames(pipeline):
-        raise SystemExit("the diarization model does not support shared frames")
-    pipeline = build(pipeline, shared_frames)
-    seg, emb = pipeline.get_segmentations, pipeline.get_embeddings
-    cache: dict = {}
-
-    def get_segmentations(file, hook=None):
-        key = ("seg", file["uri"])
-        if key not in cache:
-            cache[key] = seg(file, hook=hook)
-        return cache[key]
-
-    def get_embeddings(file, binarized, exclude_overlap=False, hook=None):
-        key = ("emb", file["uri"])
-        if key not in cache:
-            cache[key] = emb(file, binarized, exclude_overlap=exclude_overlap, hook=hook)
-            cache[("frames", file["uri"])] = getattr(pipeline, "last_frames", None)
-        return cache[key]
-
-    pipeline.frames_of = lambda uri: cache.get(("frames", uri))
-
-    pipeline.get_segmentations, pipeline.get_embeddings = get_segmentations, get_embeddings
-    return pipeline
 
 
 def score(pipeline, files, recordings, method, threshold, min_cluster_size):

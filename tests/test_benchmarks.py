@@ -168,3 +168,19 @@ def test_peers_runs_faster_whisper_beside_ours_on_the_same_weights(real_models, 
         assert data[system]["festival"]["xrt"] > 0
     assert "ratio to fw-batched-int8" in out
     assert re.search(r"^ours festival: speech regions \(>= 1 s\) without words: ", out, re.M), out
+
+
+def test_sweep_constraints_scores_pyannotes_clustering_beside_the_constrained_one(real_models):
+    out = run(
+        "benchmarks/sweep_constraints.py",
+        "--take",
+        "1",
+        "--no-ami",
+        "--no-festival",
+        "--only",
+        "t=plain",
+        "t=0.95,f=0.8,g=0.15",
+    )
+    rows = [line for line in out.splitlines() if line.startswith("| t")]
+    assert len(rows) == 2, out
+    assert "rv-telephone-2p" in out and "worse with count" in out

@@ -1,0 +1,53 @@
+"""A pyannote pipeline that computes segmentation and embeddings once per file, for benchmarks and tests that try
+several clusterings on the same files (only clustering and reconstruction run again)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def pyannote_file(uri: str, wav: Path) -> dict:
+    """The in-memory file dict pyannote takes: decoded as the service decodes, with a ``uri`` to cache by."""
+    import torch
+
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.records import SAMPLE_RATE
+
+    waveform = decode_audio(wav.read_bytes()).waveform
+    return {"waveform": torch.from_numpy(waveform.samples)[None], "sample_rate": SAMPLE_RATE, "uri": uri}
+
+
+def cached(pipeline, shared_frames: bool, constrained: bool = False):
+    """``pipeline`` built as the service builds it, with segmentation and embeddings memoised per file: its uri and
+    the memory its samples live in (pass the same file dict again, or to a
+    :class:`~speakerscribe.diarization.diarizer.SpeakerDiarizer` the same samples array, and keep it alive);
+    ``pipeline.frames_of(uri)``: the CAM++ frames of the last file of that uri, when the pipeline keeps them."""
+    from speakerscribe.diarization.pyannote_pipeline import build, supports_shared_frames
+
+    if shared_frames and not supports_shared_frames(pipeline):
+        raise ValueError("the diarization model does not support shared frames")
+    pipeline = build(pipeline, shared_frames, constrained=constrained)
+    seg, emb = pipeline.get_segmentations, pipeline.get_embeddings
+    cache: dict = {}
+
+    def name(file):  # the uri and the memory the samples live in (pyannote names every in-memory file alike)
+        waveform = file["waveform"]
+        return (file.get("uri"), waveform.data_ptr(), tuple(waveform.shape))
+
+    def get_segmentations(file, hook=None):
+        key = ("seg", name(file))
+        if key not in cache:
+            cache[key] = seg(file, hook=hook)
+        return cache[key]
+
+    def get_embeddings(file, binarized, exclude_overlap=False, hook=None):
+        key = ("emb", name(file))
+        if key not in cache:
+            cache[key] = emb(file, binarized, exclude_overlap=exclude_overlap, hook=hook)
+            cache[("frames", name(file))] = cache[("frames", file.get("uri"))] = getattr(pipeline, "last_frames", None)
+        pipeline.last_frames = cache[("frames", name(file))]  # as a fresh run leaves them, for the second pass
+        return cache[key]
+
+    pipeline.frames_of = lambda uri: cache.get(("frames", uri))
+    pipeline.get_segmentations, pipeline.get_embeddings = get_segmentations, get_embeddings
+    return pipeline
