@@ -113,6 +113,16 @@ class SpeakerCounts:
     def given(self) -> bool:
         return any(v is not None for v in (self.num, self.min, self.max))
 
+    def miss(self, count: int) -> int:
+        """How many speakers ``count`` is away from the request (0: it meets it)."""
+        lo = self.num if self.num is not None else self.min
+        hi = self.num if self.num is not None else self.max
+        return max(0 if lo is None else lo - count, 0 if hi is None else count - hi, 0)
+
+    def allows(self, count: int) -> bool:
+        """``count`` speakers meet the request."""
+        return self.miss(count) == 0
+
 
 @dataclass(frozen=True)
 class AttributionOptions:

@@ -10,9 +10,19 @@ Guard against the segmentation model splitting one person inside a window: a pai
 embeddings are at least ``split_distance`` apart (one person's two halves are near-identical), and one window is
 not enough evidence (``min_links``).
 
+When the constraints apply (``near_share``): only when the distance rule itself would merge the voices heard at
+once, that is when at least ``near_share`` of the pairs are closer than the threshold. On a telephone line every
+voice is compressed towards the others (two people heard together sit 0.5-0.9 apart in CAM++ space), and the
+constraints are what keeps them apart; on wideband audio the same pairs sit 0.8-1.45 apart, the threshold already
+separates people, and the pairs that do fall under it are mostly a local speaker that mixes two voices, which the
+constraints would turn into an extra speaker. Then plain centroid linkage runs (the function returns None).
+
 A speaker count (``num`` / ``min`` / ``max``) chooses among the clusterings the evidence allows: above the count,
 the smallest clusters are absorbed first, then the closest allowed pairs merge; pairs the evidence forbids merge only
-when nothing else can reach the count (fewest links first). Below it, the last merges are undone.
+when nothing else can reach the count (fewest links first). Below it, the last merges are undone, but never one
+closer than ``split_floor``: a count asking for more people than the voices heard is not met by cutting one voice in
+two (the diarizer keeps the result without a count when that already meets it, see
+:meth:`speakerscribe.diarization.diarizer.SpeakerDiarizer.__call__`).
 
 Pure numpy; the work is bounded: above ``max_items`` embeddings, scipy's centroid linkage first groups them into
 ``max_items`` tight groups, which are then clustered with their constraints summed.
@@ -31,6 +41,9 @@ class ConstraintOptions:
     min_links: int = 2  # pairs heard at once before two clusters may never merge
     split_distance: float = 0.5  # two local speakers of one window closer than this are one person, split
     min_items: int = 1  # clusters smaller than this are absorbed into the nearest allowed larger one
+    split_floor: float = 0.8  # to reach a count, merges closer than this are never undone (one voice throughout)
+    near_share: float = 0.15  # constraints apply when at least this share of the pairs heard at once are closer than
+    # the threshold (the distance rule would merge them); otherwise plain centroid linkage
     tiny_share: float = 0.1  # to reach a count, clusters under this share of the embeddings are absorbed first
     max_items: int = 800  # above this, scipy pre-groups the embeddings (bounded time and memory)
 
@@ -143,9 +156,10 @@ def constrained_clusters(
     num: int | None = None,
     lo: int = 1,
     hi: int | None = None,
-) -> np.ndarray:
+) -> np.ndarray | None:
     """0-based cluster per embedding (rows of ``embeddings``; ``chunks[i]`` is the window row ``i`` came from).
-    ``num`` or the range [``lo``, ``hi``] is the speaker count asked for."""
+    ``num`` or the range [``lo``, ``hi``] is the speaker count asked for. None when the constraints are not needed
+    (``near_share``): the caller clusters as without them."""
     n = len(embeddings)
     if n < 2:
         return np.zeros(n, dtype=np.int64)
@@ -158,17 +172,24 @@ def constrained_clusters(
     lo = max(1, min(lo, n))
     groups = _pregroup(unit, options.max_items) if n > options.max_items else np.arange(n)
     links = cannot_links(unit, chunks, options.split_distance)
+    if options.near_share > 0:
+        near = np.linalg.norm(unit[links[:, 0]] - unit[links[:, 1]], axis=1) < options.threshold
+        if len(links) == 0 or near.mean() < options.near_share:
+            return None
     history = []  # merges in order, to go back when the count asks for more clusters
     state = _Agglomeration(unit, links, groups, options.min_links)
     while state.size > 1:
         a, b, d = state.closest()
         if not np.isfinite(d) or d > options.threshold:
             break
-        history.append((a, b))
+        history.append((a, b, d))
         state.merge(a, b)
-    if state.size < lo:  # replay fewer merges: undo the last ones
+    if state.size < lo:  # replay fewer merges: undo the last ones, none closer than the floor
+        undo = 0
+        while undo < lo - state.size and history[len(history) - 1 - undo][2] >= options.split_floor:
+            undo += 1
         state = _Agglomeration(unit, links, groups, options.min_links)
-        for a, b in history[: state.size - lo]:
+        for a, b, _ in history[: len(history) - undo]:
             state.merge(a, b)
         return state.labels(groups)
     while state.size > lo and state.absorb_smallest(options.min_items):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -54,6 +55,9 @@ class SpeakerDiarizer:
         # known speakers are named piece by piece, in pieces this long, after the speaker-level match
         # (speakerscribe.speakers.names); None: speaker by speaker only
         self.name_piece_s: float | None = PIECE_S
+        # a count asking for fewer speakers folds the smallest ones in when together they hold at most this share
+        # of the speech (as the second pass asks of a new speaker: speakerscribe.diarization.recluster)
+        self.absorb_share = ReclusterOptions().min_share
         self._lock = threading.Lock()
 
     @classmethod
@@ -65,6 +69,7 @@ class SpeakerDiarizer:
         allow_tf32: bool = True,
         shared_frames: bool = True,
         recluster: bool = True,
+        constrained: bool = True,
     ) -> SpeakerDiarizer:
         configure_pyannote_environment()
         try:
@@ -83,7 +88,7 @@ class SpeakerDiarizer:
                 "HF_TOKEN with access granted on the model page"
             )
         pipeline.to(torch.device(placement.device))
-        return cls.from_pipeline(pipeline, placement, allow_tf32, shared_frames, recluster)
+        return cls.from_pipeline(pipeline, placement, allow_tf32, shared_frames, recluster, constrained)
 
     @classmethod
     def from_pipeline(
@@ -93,16 +98,20 @@ class SpeakerDiarizer:
         allow_tf32: bool = True,
         shared_frames: bool = True,
         recluster: bool = True,
+        constrained: bool = True,
     ) -> SpeakerDiarizer:
         """A loaded pyannote pipeline made speakerscribe's
         (:func:`speakerscribe.diarization.pyannote_pipeline.build`: shared
-        frames where the embedding model is CAM++ or a WeSpeaker ResNet, bounded clustering), then wrapped; the CAM++
-        frames are kept for the second clustering pass and naming."""
+        frames where the embedding model is CAM++ or a WeSpeaker ResNet, bounded clustering, and with CAM++ and
+        ``constrained`` the cannot-link clustering), then wrapped; the CAM++ frames are kept for the second
+        clustering pass and naming."""
         configure_pyannote_environment()
         from . import pyannote_pipeline  # imports pyannote.audio: after configure_pyannote_environment()
         from .campplus import CAMPPlusEmbedding
 
-        pipeline = pyannote_pipeline.build(pipeline, shared_frames)
+        # the cannot-link clustering was calibrated on CAM++ embeddings (benchmarks/sweep_constraints.py)
+        campplus = isinstance(getattr(getattr(pipeline, "_embedding", None), "model_", None), CAMPPlusEmbedding)
+        pipeline = pyannote_pipeline.build(pipeline, shared_frames, constrained=constrained and campplus)
         measure_min_samples(pipeline)
         # ResNet pipelines share frames for speed only: the second pass and piece naming were calibrated on CAM++
         uses_frames = isinstance(pipeline, pyannote_pipeline.SharedFrameDiarization) and isinstance(
@@ -119,7 +128,14 @@ class SpeakerDiarizer:
         threshold: float = KNOWN_SPEAKER_THRESHOLD,
         timer: StageTimer | None = None,
     ) -> Diarization:
-        """Speaker turns of ``waveform``, with as many speakers as ``speakers`` allows (checked when it was built).
+        """Speaker turns of ``waveform``.
+
+        ``speakers`` (checked when it was built) only changes a result without a count that breaks it: too many
+        speakers whose extra ones are small are folded into the nearest (:meth:`_absorb`); otherwise clustering runs
+        again with the count on the same segmentation and embeddings, and that result is kept only when it comes
+        closer to the count. A count never replaces the evidence's answer by a worse cut, and may be missed when
+        the audio holds fewer distinct voices than asked.
+
         ``checkpoint()``, if given, is called after every batch of the pipeline's segmentation and embedding steps,
         and may raise to stop the work there. With ``references``, speakers matching a known person's clip carry
         that person's name (:mod:`speakerscribe.speakers.names`); ``known`` says what became of each name. ``timer``
@@ -132,29 +148,89 @@ class SpeakerDiarizer:
             "waveform": torch.from_numpy(np.ascontiguousarray(waveform.samples))[None],
             "sample_rate": waveform.sample_rate,
         }
-        with self._lock, tf32_guard(self.allow_tf32), torch.inference_mode():
+        with self._lock, tf32_guard(self.allow_tf32), torch.inference_mode(), features_once(self.pipeline):
             hook = {} if checkpoint is None else {"hook": lambda *args, **kwargs: checkpoint()}
             try:
-                output = self.pipeline(
-                    audio, num_speakers=speakers.num, min_speakers=speakers.min, max_speakers=speakers.max, **hook
-                )
-                frames = self.pipeline.last_frames if self.shared_frames else None
+                # a count first looks at the result without one, and keeps it when it has that many speakers: a
+                # count may only change a result that breaks it, and only to come closer to it (asked for more
+                # people than the voices heard, the clustering does not cut one voice in two) (issue 26)
+                first = SpeakerCounts() if self.count_after_evidence else speakers
+                result, frames = self._diarize(audio, waveform.duration, first, hook)
+                if first != speakers and not speakers.allows(_count(result)):
+                    absorbed = self._absorb(result, frames, speakers.num or speakers.max)
+                    if absorbed is not None:  # too many, and the extra ones are small: folded in, nothing else moves
+                        result = absorbed
+                    else:
+                        counted, counted_frames = self._diarize(audio, waveform.duration, speakers, hook)
+                        if speakers.miss(_count(counted)) < speakers.miss(_count(result)):
+                            result, frames = counted, counted_frames
             finally:  # the file's CAM++ frames are large: never kept on the pipeline past the call
                 if getattr(self.pipeline, "last_frames", None) is not None:
                     self.pipeline.last_frames = None
-            annotation = getattr(output, "speaker_diarization", output)
-            exclusive = getattr(output, "exclusive_speaker_diarization", None)
-            end = waveform.duration
-            result = Diarization(
-                turns=annotation_turns(annotation, end),
-                exclusive=annotation_turns(exclusive, end) if exclusive is not None else (),
-            )
-            if self.recluster and frames is not None and speakers.num is None and result.exclusive:
-                result = self._recluster(result, frames, speakers.min, speakers.max)
             if references:
                 with (timer or StageTimer())("speaker_naming"):
                     result = self._name(result, waveform, frames, references, threshold)
         return result
+
+    def _diarize(self, audio: dict, end: float, speakers: SpeakerCounts, hook: dict) -> tuple[Diarization, object]:
+        """One run of the pipeline and the second pass: (result, the CAM++ frames or None)."""
+        output = self.pipeline(
+            audio, num_speakers=speakers.num, min_speakers=speakers.min, max_speakers=speakers.max, **hook
+        )
+        frames = self.pipeline.last_frames if self.shared_frames else None
+        annotation = getattr(output, "speaker_diarization", output)
+        exclusive = getattr(output, "exclusive_speaker_diarization", None)
+        result = Diarization(
+            turns=annotation_turns(annotation, end),
+            exclusive=annotation_turns(exclusive, end) if exclusive is not None else (),
+        )
+        if self.recluster and frames is not None and speakers.num is None and result.exclusive:
+            result = self._recluster(result, frames, speakers.min, speakers.max)
+        return result, frames
+
+    def _absorb(self, result: Diarization, frames, most: int | None) -> Diarization | None:
+        """``result`` with its speakers of least speech folded, one at a time, into the nearest other speaker (CAM++
+        frames of their exclusive turns) until at most ``most`` remain; None when there are not too many, there
+        are no frames, or the folded speakers hold more than ``absorb_share`` of the speech (then they are people,
+        and the count has to be met by clustering again)."""
+        turns = result.exclusive or result.turns
+        labels = sorted({t.speaker for t in turns})
+        if frames is None or most is None or len(labels) <= most:
+            return None
+        seconds = np.array([sum(t.end - t.start for t in turns if t.speaker == label) for label in labels])
+        order = np.argsort(seconds, kind="stable")
+        folded = order[: len(labels) - most]
+        if seconds[folded].sum() > self.absorb_share * seconds.sum():
+            return None
+        emb = frame_speaker_embeddings(self.frame_pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
+        emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-9)
+        sums = emb * seconds[:, None]
+        alive = np.ones(len(labels), dtype=bool)
+        target = np.arange(len(labels))
+        for k in folded:  # smallest first, each into the nearest speaker still standing
+            alive[k] = False
+            centres = sums[alive] / np.maximum(np.linalg.norm(sums[alive], axis=1, keepdims=True), 1e-9)
+            into = np.flatnonzero(alive)[int(np.argmax(centres @ emb[k]))]
+            sums[into] += sums[k]
+            target[target == k] = into
+        merged = {labels[k]: labels[int(target[k])] for k in range(len(labels))}
+        # numbered again by first appearance, as pyannote numbers them
+        first_seen = list(dict.fromkeys(merged[t.speaker] for t in sorted(turns, key=lambda t: t.start)))
+        mapping = {old: f"SPEAKER_{first_seen.index(new):02d}" for old, new in merged.items()}
+
+        def relabel(turns: tuple[SpeakerTurn, ...]) -> tuple[SpeakerTurn, ...]:
+            return turn_pieces.join([SpeakerTurn(t.start, t.end, mapping.get(t.speaker, t.speaker)) for t in turns])
+
+        return Diarization(relabel(result.turns), relabel(result.exclusive), result.known)
+
+    @property
+    def count_after_evidence(self) -> bool:
+        """A requested count is applied only when the result without it breaks it. Needs a pipeline whose features
+        can be kept for the second run (pyannote's ``SpeakerDiarization``, see :func:`features_once`) and that can
+        run without a count."""
+        return callable(getattr(self.pipeline, "get_segmentations", None)) and not getattr(
+            self.pipeline, "_expects_num_speakers", False
+        )
 
     @property
     def embedding_model(self):
@@ -235,6 +311,44 @@ class SpeakerDiarizer:
         if (lo is not None and count < lo) or (hi is not None and count > hi):
             return result
         return Diarization(turns=turns, exclusive=exclusive)
+
+
+def _count(result: Diarization) -> int:
+    return len({t.speaker for t in result.turns})
+
+
+@contextmanager
+def features_once(pipeline):
+    """Inside the block, a pyannote ``SpeakerDiarization`` computes a file's segmentation and embeddings once: a
+    second run on the same file (with a count, after the run without one) only clusters and reconstructs again.
+    Other pipelines are left as they are."""
+    if not (
+        callable(getattr(pipeline, "get_segmentations", None)) and callable(getattr(pipeline, "get_embeddings", None))
+    ):
+        yield
+        return
+    own = {name: pipeline.__dict__.get(name) for name in ("get_segmentations", "get_embeddings")}
+    segment, embed, memo = pipeline.get_segmentations, pipeline.get_embeddings, {}
+
+    def get_segmentations(file, hook=None):
+        if "segmentations" not in memo:
+            memo["segmentations"] = segment(file, hook=hook)
+        return memo["segmentations"]
+
+    def get_embeddings(file, binary_segmentations, exclude_overlap=False, hook=None):
+        if "embeddings" not in memo:
+            memo["embeddings"] = embed(file, binary_segmentations, exclude_overlap=exclude_overlap, hook=hook)
+        return memo["embeddings"]
+
+    pipeline.get_segmentations, pipeline.get_embeddings = get_segmentations, get_embeddings
+    try:
+        yield
+    finally:
+        for name, value in own.items():
+            if value is None:
+                del pipeline.__dict__[name]
+            else:
+                setattr(pipeline, name, value)
 
 
 def measure_min_samples(pipeline) -> None:

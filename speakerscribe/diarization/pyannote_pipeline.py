@@ -27,9 +27,11 @@ What :func:`build` changes
       :class:`BoundedEmbeddings` in front (:class:`BoundedAgglomerativeClustering` and :class:`BoundedVBxClustering`
       for the two that pipelines use): ``filter_embeddings`` keeps at most ``max_embeddings``
       (:mod:`speakerscribe.diarization.bounded_clustering`), so a four-hour recording clusters in bounded memory.
-    * with ``constrained=True`` (not the service's default yet), centroid-linkage agglomerative clustering ->
-      :class:`ConstrainedAgglomerativeClustering`, which never merges two voices heard in one window
-      (:mod:`speakerscribe.diarization.constrained_clustering`).
+    * with ``constrained=True`` (the service's choice for CAM++ pipelines, see
+      :meth:`~speakerscribe.diarization.diarizer.SpeakerDiarizer.from_pipeline`), centroid-linkage agglomerative
+      clustering -> :class:`ConstrainedAgglomerativeClustering`, which never merges two voices heard in one window
+      where the distance rule alone would (:mod:`speakerscribe.diarization.constrained_clustering`); with
+      ``constrained=False`` it is pyannote's again.
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ class BoundedVBxClustering(BoundedEmbeddings, VBxClustering):
 class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
     """Centroid linkage that never merges two voices heard in one window
     (:mod:`speakerscribe.diarization.constrained_clustering`); the threshold is the pipeline's, every embedding is
-    then assigned as pyannote assigns it."""
+    then assigned as pyannote assigns it. Without a count, when the threshold already keeps the voices heard at
+    once apart, pyannote's own clustering runs."""
 
     constraint_options = ConstraintOptions()
 
@@ -114,7 +117,17 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
             if len(chosen) < 2 or hi < 2:
                 return BaseClustering.__call__(self, embeddings, segmentations, None, 1, 1)
             options = replace(self.constraint_options, threshold=float(self.threshold))
+            # pyannote passes min 1 and max inf when no count was asked
+            counted = (
+                num_clusters is not None
+                or (min_clusters is not None and min_clusters > 1)
+                or (max_clusters is not None and np.isfinite(max_clusters))
+            )
+            if counted:  # a count: always the constrained choice (see the module)
+                options = replace(options, near_share=0.0)
             clusters = constrained_clusters(chosen, chunk_idx, options, num=num, lo=lo, hi=hi)
+            if clusters is None:  # the distance rule already keeps apart the voices heard at once
+                return super().__call__(embeddings, segmentations, num_clusters, min_clusters, max_clusters, **kw)
             return self.assign_embeddings(
                 embeddings, chunk_idx, speaker_idx, clusters, constrained=self.constrained_assignment
             )
@@ -146,12 +159,15 @@ def supports_shared_frames(pipeline) -> bool:
 def build(pipeline, shared_frames: bool = True, max_embeddings: int = MAX_EMBEDDINGS, constrained: bool = False):
     """The loaded pyannote ``pipeline`` as speakerscribe runs it (see the module docstring); returns it.
     Pipelines of other classes are returned unchanged. ``constrained``: centroid-linkage agglomerative clustering
-    becomes :class:`ConstrainedAgglomerativeClustering` (not the default yet: uncalibrated)."""
+    becomes :class:`ConstrainedAgglomerativeClustering`; without it, pyannote's (bounded) again."""
     if shared_frames and supports_shared_frames(pipeline):
         pipeline.__class__ = SharedFrameDiarization
     clustering = getattr(pipeline, "clustering", None)
-    if constrained and type(clustering) in (AgglomerativeClustering, BoundedAgglomerativeClustering):
-        clustering.__class__ = ConstrainedAgglomerativeClustering
+    agglomerative = (AgglomerativeClustering, BoundedAgglomerativeClustering, ConstrainedAgglomerativeClustering)
+    if type(clustering) in agglomerative:  # set both ways: a pipeline can be built again with the other choice
+        centroid = getattr(clustering, "method", "centroid") == "centroid"  # the constraints implement centroid only
+        constrain = constrained and centroid
+        clustering.__class__ = ConstrainedAgglomerativeClustering if constrain else BoundedAgglomerativeClustering
     if isinstance(clustering, BaseClustering) and not isinstance(clustering, BoundedEmbeddings):
         clustering.__class__ = bounded_class(type(clustering))
     if isinstance(clustering, BoundedEmbeddings):

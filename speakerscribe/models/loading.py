@@ -69,6 +69,7 @@ def _load_models(settings: ModelSettings, model_dir: str | None) -> Models:
             settings.allow_tf32,
             settings.diarization_shared_frames,
             settings.diarization_recluster,
+            settings.diarization_constrained,
         )
     vad = SileroVAD() if settings.vad == "silero" else None
     return Models(asr=asr, diarizer=diarizer, vad=vad, placement=placement)

@@ -59,6 +59,11 @@ class ModelSettings(BaseSettings):
         description="second clustering pass over ~2 s pieces of the turns (needs shared frames): tells apart "
         "similar voices that the segmentation model puts in one local speaker",
     )
+    diarization_constrained: bool = Field(
+        True,
+        description="with a CAM++ embedding model: voices the segmentation model hears in the same window are never "
+        "merged when the distance rule alone would merge them (telephone calls); false keeps pyannote's clustering",
+    )
     max_audio_seconds: float = Field(4 * 3600.0, gt=0, description="longest accepted audio")
 
     @field_validator("asr_model", "assistant_model", "diarization_model", "hf_token", mode="before")
