@@ -108,7 +108,7 @@ def main() -> int:
     pipeline = cached(Pipeline.from_pretrained(args.models / "diarization"), True)
     diarizer = SpeakerDiarizer(pipeline, Placement("cpu", "float32", "sdpa"), shared_frames=True)
     base_threshold = float(pipeline.clustering.threshold)
-    waves = {uri: Waveform(file["waveform"][0].numpy()) for _, uri, file, *_ in items}  # kept alive: cache keys
+    waves = {uri: Waveform(file["waveform"][0].numpy()) for _, uri, file, *_ in items}  # one array per file
     start = time.perf_counter()
     for _, uri, *_ in items:
         diarizer(waves[uri])

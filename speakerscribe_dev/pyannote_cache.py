@@ -3,6 +3,7 @@ several clusterings on the same files (only clustering and reconstruction run ag
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 
@@ -19,9 +20,9 @@ def pyannote_file(uri: str, wav: Path) -> dict:
 
 def cached(pipeline, shared_frames: bool, constrained: bool = False):
     """``pipeline`` built as the service builds it, with segmentation and embeddings memoised per file: its uri and
-    the memory its samples live in (pass the same file dict again, or to a
-    :class:`~speakerscribe.diarization.diarizer.SpeakerDiarizer` the same samples array, and keep it alive);
-    ``pipeline.frames_of(uri)``: the CAM++ frames of the last file of that uri, when the pipeline keeps them."""
+    a hash of its samples (a :class:`~speakerscribe.diarization.diarizer.SpeakerDiarizer`'s in-memory files have no
+    uri of their own); ``pipeline.frames_of(uri)``: the CAM++ frames of the last file of that uri, when the pipeline
+    keeps them."""
     from speakerscribe.diarization.pyannote_pipeline import build, supports_shared_frames
 
     if shared_frames and not supports_shared_frames(pipeline):
@@ -30,9 +31,10 @@ def cached(pipeline, shared_frames: bool, constrained: bool = False):
     seg, emb = pipeline.get_segmentations, pipeline.get_embeddings
     cache: dict = {}
 
-    def name(file):  # the uri and the memory the samples live in (pyannote names every in-memory file alike)
+    def name(file):  # the uri and the samples themselves (pyannote names every in-memory file alike)
         waveform = file["waveform"]
-        return (file.get("uri"), waveform.data_ptr(), tuple(waveform.shape))
+        digest = hashlib.sha1(waveform.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+        return (file.get("uri"), digest, tuple(waveform.shape))
 
     def get_segmentations(file, hook=None):
         key = ("seg", name(file))
