@@ -84,38 +84,6 @@ def oracle(turns, truth, names):
     return tuple(SpeakerTurn(t.start, t.end, mapping.get(t.speaker, t.speaker)) for t in turns)
 
 
-def cache_pipeline(diarizer) -> None:
-    """Segmentation and embeddings of each waveform computed once on ``diarizer``'s pipeline (keyed by content), with
-    the file's CAM++ frames handed back on every call, so candidates re-run only clustering and naming.
-
-    Not ``calibrate_diarization.cached``, which keys by ``uri``: the diarizer hands pyannote in-memory files without
-    one, and pyannote gives every such file the same uri ("waveform")."""
-    import hashlib
-
-    pipeline = diarizer.pipeline
-    seg, emb = pipeline.get_segmentations, pipeline.get_embeddings
-    cache: dict = {}
-
-    def key(file):
-        return hashlib.sha1(file["waveform"].numpy().tobytes()).hexdigest()
-
-    def get_segmentations(file, hook=None):
-        k = ("seg", key(file))
-        if k not in cache:
-            cache[k] = seg(file, hook=hook)
-        return cache[k]
-
-    def get_embeddings(file, binarized, exclude_overlap=False, hook=None):
-        k = key(file)
-        if ("emb", k) not in cache:
-            cache[("emb", k)] = emb(file, binarized, exclude_overlap=exclude_overlap, hook=hook)
-            cache[("frames", k)] = pipeline.last_frames
-        pipeline.last_frames = cache[("frames", k)]
-        return cache[("emb", k)]
-
-    pipeline.get_segmentations, pipeline.get_embeddings = get_segmentations, get_embeddings
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=REPO / "data/ami")
@@ -129,11 +97,12 @@ def main(argv=None) -> int:
     from speakerscribe.runtime import resolve_placement
     from speakerscribe_dev.ami import load
     from speakerscribe_dev.naming import score_naming
+    from speakerscribe_dev.pyannote_cache import memoise_features
 
     recordings = {r.uri: r for r in load(args.data)}
     audio = {u: decode_audio(r.wav.read_bytes()).waveform.samples for u, r in recordings.items()}
     diarizer = SpeakerDiarizer.load(str(args.models / "diarization"), resolve_placement("cpu", "auto", "auto"))
-    cache_pipeline(diarizer)
+    memoise_features(diarizer.pipeline)  # candidates re-run only clustering and naming
 
     cases_by_split = {}
     for split in ("train", "development", "test"):
