@@ -67,12 +67,21 @@ def test_flags_are_the_request_parameters():
 
 def test_every_format_is_well_formed(tmp_path, audio_file, random_models):
     out = tmp_path / "out"
-    for fmt in ("json", "txt", "srt", "vtt", "rttm"):
-        proc = run_cli(
-            [str(audio_file), "--format", fmt, "--output-dir", str(out), "--vad-filter", "false", "--no-progress"],
-            random_models,
-        )
-        assert proc.returncode == 0, proc.stderr
+    proc = run_cli(
+        [str(audio_file), "--format", "all", "--output-dir", str(out), "--vad-filter", "false", "--no-progress"],
+        random_models,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"clip.{f}" for f in ("json", "txt", "srt", "vtt", "rttm"))
+    # one format alone writes just that file, the same text as the run that wrote them all
+    one = tmp_path / "one"
+    proc = run_cli(
+        [str(audio_file), "--format", "srt", "--output-dir", str(one), "--vad-filter", "false", "--no-progress"],
+        random_models,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in one.iterdir()] == ["clip.srt"]
+    assert (one / "clip.srt").read_text() == (out / "clip.srt").read_text()
     data = json.loads((out / "clip.json").read_text())
     assert {"speakers", "chunks", "text"} <= set(data) and data["chunks"]
 
@@ -116,12 +125,14 @@ def test_stdout_and_progress(audio_file, random_models):
         (["{audio}", "--num-speakers", "2", "--min-speakers", "1"], 2, "num_speakers"),
         (["{junk}"], 2, "could not decode"),
         (["{audio}", "--format", "docx"], 2, "invalid choice"),
+        (["{audio}", "--format", "all"], 2, "--format all writes one file per format: give --output-dir"),
+        (["{audio}", "--format", "all", "-o", "{tmp}", "--endpoint", "http://127.0.0.1:9"], 2, "without --endpoint"),
     ],
 )
 def test_bad_input_exits_non_zero_with_a_message(tmp_path, audio_file, random_models, args, code, needle):
     junk = tmp_path / "junk.mp3"
     junk.write_bytes(b"not audio at all" * 20)
-    args = [a.format(audio=audio_file, junk=junk) for a in args]
+    args = [a.format(audio=audio_file, junk=junk, tmp=tmp_path) for a in args]
     proc = run_cli(args, random_models)
     assert proc.returncode == code
     assert needle in proc.stderr

@@ -93,7 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "files", nargs="+", type=Path, help="audio files (wav, flac, mp3, ogg, m4a, webm, ...); folders with --endpoint"
     )
-    parser.add_argument("--format", "-f", choices=FILE_FORMATS, default="txt", help="output format (default: txt)")
+    parser.add_argument(
+        "--format",
+        "-f",
+        choices=(*FILE_FORMATS, "all"),
+        default="txt",
+        help="output format (default: txt); all: every format at once, local files with --output-dir",
+    )
     parser.add_argument(
         "--output-dir",
         "-o",
@@ -155,6 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.format == "all" and (args.endpoint or not args.output_dir):
+        print(
+            "error: --format all writes one file per format: give --output-dir, and use it without --endpoint "
+            "(there choose one format per run)",
+            file=sys.stderr,
+        )
+        return 2
     if args.endpoint:
         return run_remote(args, options, known)
     missing = [str(f) for f in args.files if not f.is_file()]
@@ -201,10 +214,12 @@ def run_file(path: Path, transcriber, options, references, args) -> int:
     progress.close()
     for warning in result.warnings:
         print(f"warning: {path}: {warning}", file=sys.stderr)
-    text = render(result, args.format, words=options.attribution.show_words, uri=path.stem)
     if args.output_dir:
-        (args.output_dir / f"{path.stem}.{args.format}").write_text(text, encoding="utf-8")
+        for fmt in FILE_FORMATS if args.format == "all" else (args.format,):
+            text = render(result, fmt, words=options.attribution.show_words, uri=path.stem)
+            (args.output_dir / f"{path.stem}.{fmt}").write_text(text, encoding="utf-8")
     else:
+        text = render(result, args.format, words=options.attribution.show_words, uri=path.stem)
         if len(args.files) > 1 and args.format == "txt":
             print(f"== {path}")
         sys.stdout.write(text)
