@@ -2,7 +2,7 @@
 deletions, insertions) and speed (x real time), on long-form sets and short clips.
 
     .venv/bin/python benchmarks/peers.py [--model whisper-tiny.en] [--sets festival ami short] [--lines 100]
-        [--repeats 2] [--systems ours ours+diarizer fw-sequential fw-batched-int8 fw-batched-fp32]
+        [--repeats 2] [--systems ours ours+diarizer fw-sequential fw-batched-int8 fw-batched-fp32] [--baseline REF]
 
 faster-whisper 1.2.1 runs in a virtual environment of its own (``.venv-peers``, made here on first use; it is
 never a dependency of the project) through ``benchmarks/peer_worker.py``, on the CTranslate2 ``model.bin`` files of
@@ -15,12 +15,17 @@ Sets: ``festival`` (two- and three-person festival conversations joined, about 6
 ``ami`` (the 14 real AMI excerpts joined, 7 minutes, no reference words: words per minute only), ``short`` (the k6
 scenarios' 8 s and 60 s clips cut from the festival set, and a 30 s clip). Times are medians over ``--repeats``;
 every system runs each file once per repeat, systems taking turns.
+
+``--baseline REF`` adds ``<system>@REF`` for each of ours asked for: that commit's code (``git archive``) in a worker
+process of its own (``benchmarks/ours_worker.py``, our environment), on the same models and files, with a ratio
+column of its own: a change to ours is measured against the code before it in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -131,13 +136,11 @@ class Peer:
     """One faster-whisper worker process (one model, one mode)."""
 
     def __init__(self, python: Path, folder: Path, mode: dict, threads: int):
-        self.proc = subprocess.Popen(
-            [str(python), str(REPO / "benchmarks" / "peer_worker.py")],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        self.start([str(python), str(REPO / "benchmarks" / "peer_worker.py")])
         self.ask({"op": "load", "model": str(folder), "threads": threads, **mode})
+
+    def start(self, command: list[str]) -> None:
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def ask(self, request: dict) -> dict:
         self.proc.stdin.write(json.dumps(request) + "\n")
@@ -157,6 +160,18 @@ class Peer:
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
+
+
+class Baseline(Peer):
+    """Our handler from another commit's code (``benchmarks/ours_worker.py`` over that checkout)."""
+
+    def __init__(self, code: Path, folder: Path, diarization: Path | None, dtype: str):
+        self.start([sys.executable, str(REPO / "benchmarks" / "ours_worker.py"), str(code)])
+        self.ask({"op": "load", "model": str(folder), "diarization": diarization and str(diarization), "dtype": dtype})
+
+    def transcribe_chunks(self, clip: Clip) -> tuple[str, float, list]:
+        reply = self.ask({"op": "transcribe", "audio": str(clip.wav), "language": None})
+        return reply["text"], reply["seconds"], reply["chunks"]
 
 
 def score(tally: Tally, reference: str | None, hypothesis: str) -> None:
@@ -211,18 +226,28 @@ def build_sets(names: list[str], lines: int, cache: Path, data: Path) -> dict[st
 def run(args) -> dict[str, dict[str, Tally]]:
     from speakerscribe.endpoint import EndpointHandler
     from speakerscribe.models.settings import ModelSettings
+    from speakerscribe_dev.baseline import baseline_tree
 
     sets = build_sets(args.sets, args.lines, REPO / ".cache" / "peers", args.data)
     folder = args.models / args.model
     language = "en" if args.model.endswith(".en") else None
     systems: dict[str, object] = {}
+    code = None
+    if args.baseline:
+        into = REPO / ".cache" / "peers" / "baseline"
+        shutil.rmtree(into, ignore_errors=True)  # another ref's files must not linger
+        code = baseline_tree(args.baseline, into)
     for name in args.systems:
         if name in OURS:
-            diarization = str(args.models / "diarization") if name == "ours+diarizer" else None
+            diarization = args.models / "diarization" if name == "ours+diarizer" else None
             dtype = "bfloat16" if name == "ours-bf16" else args.dtype
-            settings = ModelSettings.given(asr_model=str(folder), diarization_model=diarization, torch_dtype=dtype)
+            settings = ModelSettings.given(
+                asr_model=str(folder), diarization_model=diarization and str(diarization), torch_dtype=dtype
+            )
             handler = EndpointHandler("", settings)
             systems[name] = handler
+            if code is not None:
+                systems[f"{name}@{args.baseline}"] = Baseline(code, folder, diarization, dtype)
         elif name in PEER_MODES:
             python = ensure_peer_env()
             systems[name] = Peer(python, ct2_folder(args.model, args.models), PEER_MODES[name], args.threads)
@@ -244,7 +269,8 @@ def run(args) -> dict[str, dict[str, Tally]]:
                         score(tally, clip.reference, text)
                         tally.audio_s += clip.duration
                         if chunks is not None:
-                            tally.wordless += wordless_regions(systems[name], clip, chunks)
+                            hearing = next(s for s in systems.values() if isinstance(s, EndpointHandler))
+                            tally.wordless += wordless_regions(hearing, clip, chunks)
                 tally.seconds.append(total)
                 print(f"  repeat {repeat + 1} {name:16s} {set_name:9s} {total:7.2f} s", file=sys.stderr, flush=True)
     for system in systems.values():
@@ -253,8 +279,14 @@ def run(args) -> dict[str, dict[str, Tally]]:
     return tallies
 
 
+def is_ours(system: str) -> bool:
+    return system.split("@")[0] in OURS
+
+
 def transcribe(system, clip: Clip, language: str | None) -> tuple[str, float, list | None]:
     """(text, seconds, our chunks or None for a peer)."""
+    if isinstance(system, Baseline):
+        return system.transcribe_chunks(clip)
     if isinstance(system, Peer):
         return (*system.transcribe(clip, language), None)
     started = time.perf_counter()
@@ -280,7 +312,7 @@ def wordless_regions(handler, clip: Clip, chunks: list[dict], min_s: float = 1.0
 
 
 def table(model: str, tallies: dict[str, dict[str, Tally]]) -> str:
-    peers = [s for s in tallies if s in PEER_MODES]
+    peers = [s for s in tallies if s in PEER_MODES or "@" in s]
     head = "| model | set | system | WER | subs | dels | ins | words | x real time |"
     head += "".join(f" ratio to {p} |" for p in peers)
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -308,12 +340,13 @@ def main(argv=None) -> int:
     parser.add_argument("--systems", nargs="+", default=[*OURS, *PEER_MODES])
     parser.add_argument("--dtype", default="auto", help="TORCH_DTYPE of ours (ours-bf16 is always bfloat16)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--baseline", help="a git commit whose code runs as <system>@REF beside each of ours")
     args = parser.parse_args(argv)
     tallies = run(args)
     print(table(args.model, tallies))
     for system, by_set in tallies.items():
         for set_name, t in by_set.items():
-            if system in OURS:
+            if is_ours(system):
                 listed = ", ".join(t.wordless) or "none"
                 print(f"{system} {set_name}: speech regions (>= 1 s) without words: {listed}")
     if args.json:

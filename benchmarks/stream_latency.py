@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,6 +39,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from k6_bench import free_port, start  # noqa: E402
+
+from speakerscribe_dev.baseline import baseline_tree  # noqa: E402
 
 BLOCK_S = 0.1
 
@@ -140,13 +141,6 @@ def summary(n: int, runs: list[dict], label: str | None) -> dict:
         }
     )
     return out
-
-
-def baseline_tree(ref: str, into: Path) -> Path:
-    """The repository's files at ``ref`` (``git archive``), to serve the baseline from."""
-    archive = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def main(argv=None) -> int:

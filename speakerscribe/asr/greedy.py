@@ -76,7 +76,9 @@ def greedy_decode(
     end-of-text. ``projection`` is the model's :class:`VocabProjection` (pass the same one every call: it keeps a
     copy of the weight). ``check()`` runs before every step and stops the decoding by raising (a request's
     cancellation token: a deadline or a client gone stops the work within one step, not one window). Returns
-    (B, P + steps) token ids, as ``generate`` does.
+    (B, P + steps) token ids, as ``generate`` does. Greedy, rows that have finished leave the batch once they are a
+    quarter of it (``generate`` keeps decoding them to the longest row's end: on a long recording about 30% of
+    the rows decoded were finished ones).
     """
     import torch
 
@@ -90,6 +92,7 @@ def greedy_decode(
     steps = []
     cache = None
     step_input = prompt_ids
+    rows = torch.arange(batch, device=prompt_ids.device)  # the batch row of each row still decoded
     for step in range(max_new_tokens):
         if check is not None:
             check()
@@ -98,14 +101,49 @@ def greedy_decode(
         scores = project(out.last_hidden_state[:, -1]).float()
         state.apply_rules(scores, step)
         token = state.advance(_choose(scores, rules.timestamp_begin, temperature, generator), step)
-        steps.append(token)
-        state.finish(_rows_to_stop(token, state.finished, generated, rules.eos, stop_row))
+        full = token if rows.shape[0] == batch else _scatter(token, rows, batch, rules.eos)
+        steps.append(full)
+        state.finish(_rows_to_stop(token, state.finished, rows.tolist(), generated, rules.eos, stop_row))
         if bool(state.finished.all()):
             break
+        if temperature == 0 and _worth_dropping(state.finished):
+            # finished rows leave the batch: every step costs in proportion to the rows in it (cross-attention
+            # over 1500 frames, the projection onto the vocabulary). Sampling keeps them: its draws, one per row,
+            # follow generate's order.
+            keep = torch.nonzero(~state.finished).squeeze(1)
+            _select_rows(cache, keep)
+            encoder_states = encoder_states.index_select(0, keep)
+            rows, token = rows.index_select(0, keep), token.index_select(0, keep)
+            state.keep(keep)
         step_input = token[:, None]
     if not steps:
         return prompt_ids
     return torch.cat([prompt_ids, torch.stack(steps, dim=1)], dim=1)
+
+
+_DROP_SHARE = 0.25  # finished rows are dropped once they are this share of the batch (each drop copies the cache)
+
+
+def _worth_dropping(finished) -> bool:
+    done = int(finished.sum())
+    return done > 0 and done >= _DROP_SHARE * finished.shape[0]
+
+
+def _select_rows(cache, keep) -> None:
+    """Keep only the batch rows ``keep`` of a decoder cache, in place (transformers 4.56 to 5.x)."""
+    if hasattr(cache, "batch_select_indices"):
+        cache.batch_select_indices(keep)
+    else:
+        cache.reorder_cache(keep)
+
+
+def _scatter(token, rows, batch: int, eos: int):
+    """The tokens of the rows still decoded placed in a whole batch's row, end-of-text for the rows dropped."""
+    import torch
+
+    full = torch.full((batch,), eos, dtype=token.dtype, device=token.device)
+    full[rows] = token
+    return full
 
 
 class _RowStates:
@@ -166,6 +204,13 @@ class _RowStates:
         if rows:
             self.finished[rows] = True
 
+    def keep(self, indices) -> None:
+        """Only the rows ``indices`` go on (the others left the batch)."""
+        self.finished = self.finished.index_select(0, indices)
+        self.last_ts = self.last_ts.index_select(0, indices)
+        self.penult_ts = self.penult_ts.index_select(0, indices)
+        self.newest_ts = self.newest_ts.index_select(0, indices)
+
 
 def _choose(scores, tb: int, temperature: float, generator):
     """One token per row: text is forbidden where the timestamps together are likelier than the best text token;
@@ -182,16 +227,17 @@ def _choose(scores, tb: int, temperature: float, generator):
     return scores.argmax(dim=-1)
 
 
-def _rows_to_stop(token, finished, generated: list[list[int]], eos: int, stop_row) -> list[int]:
-    """Each unfinished row's token appended to its ``generated``; the rows that ``stop_row`` ends after a text
-    token."""
+def _rows_to_stop(token, finished, rows: list[int], generated: list[list[int]], eos: int, stop_row) -> list[int]:
+    """Each unfinished row's token appended to its batch row's ``generated`` (``rows``: the batch row of each);
+    the positions of the rows that ``stop_row`` ends after a text token."""
     stopped = []
-    for row, (value, done) in enumerate(zip(token.tolist(), finished.tolist())):
+    for position, (value, done) in enumerate(zip(token.tolist(), finished.tolist())):
         if done:
             continue
-        generated[row].append(value)
-        if stop_row is not None and value < eos and stop_row(generated[row]):
-            stopped.append(row)
+        row = generated[rows[position]]
+        row.append(value)
+        if stop_row is not None and value < eos and stop_row(row):
+            stopped.append(position)
     return stopped
 
 
