@@ -107,14 +107,8 @@ def greedy_decode(
         if bool(state.finished.all()):
             break
         if temperature == 0 and _worth_dropping(state.finished):
-            # finished rows leave the batch: every step costs in proportion to the rows in it (cross-attention
-            # over 1500 frames, the projection onto the vocabulary). Sampling keeps them: its draws, one per row,
-            # follow generate's order.
-            keep = torch.nonzero(~state.finished).squeeze(1)
-            _select_rows(cache, keep)
-            encoder_states = encoder_states.index_select(0, keep)
-            rows, token = rows.index_select(0, keep), token.index_select(0, keep)
-            state.keep(keep)
+            # sampling keeps finished rows: its draws, one per row, follow generate's order
+            encoder_states, rows, token = _drop_finished(state, cache, encoder_states, rows, token)
         step_input = token[:, None]
     if not steps:
         return prompt_ids
@@ -127,6 +121,18 @@ _DROP_SHARE = 0.25  # finished rows are dropped once they are this share of the 
 def _worth_dropping(finished) -> bool:
     done = int(finished.sum())
     return done > 0 and done >= _DROP_SHARE * finished.shape[0]
+
+
+def _drop_finished(state, cache, encoder_states, rows, token):
+    """The finished rows out of the batch: every step costs in proportion to the rows in it (cross-attention over
+    1500 frames, the projection onto the vocabulary). Cuts ``state`` and ``cache`` in place; returns the encoder
+    states, the batch row of each row left and their last tokens."""
+    import torch
+
+    keep = torch.nonzero(~state.finished).squeeze(1)
+    _select_rows(cache, keep)
+    state.keep(keep)
+    return encoder_states.index_select(0, keep), rows.index_select(0, keep), token.index_select(0, keep)
 
 
 def _select_rows(cache, keep) -> None:
