@@ -159,9 +159,10 @@ class Peer:
             raise RuntimeError(reply["error"])
         return reply
 
-    def transcribe(self, clip: Clip, language: str | None) -> tuple[str, float]:
+    def transcribe(self, clip: Clip, language: str | None) -> tuple[str, float, list | None]:
+        """(text, seconds, chunks): chunks from a worker running our handler, None from faster-whisper."""
         reply = self.ask({"op": "transcribe", "audio": str(clip.wav), "language": language})
-        return reply["text"], reply["seconds"]
+        return reply["text"], reply["seconds"], reply.get("chunks")
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -174,10 +175,6 @@ class Baseline(Peer):
     def __init__(self, code: Path, folder: Path, diarization: Path | None, dtype: str):
         self.start([sys.executable, str(REPO / "benchmarks" / "ours_worker.py"), str(code)])
         self.ask({"op": "load", "model": str(folder), "diarization": diarization and str(diarization), "dtype": dtype})
-
-    def transcribe_chunks(self, clip: Clip) -> tuple[str, float, list]:
-        reply = self.ask({"op": "transcribe", "audio": str(clip.wav), "language": None})
-        return reply["text"], reply["seconds"], reply["chunks"]
 
 
 def score(tally: Tally, reference: str | None, hypothesis: str) -> None:
@@ -290,11 +287,9 @@ def is_ours(system: str) -> bool:
 
 
 def transcribe(system, clip: Clip, language: str | None) -> tuple[str, float, list | None]:
-    """(text, seconds, our chunks or None for a peer)."""
-    if isinstance(system, Baseline):
-        return system.transcribe_chunks(clip)
+    """(text, seconds, our chunks or None for faster-whisper)."""
     if isinstance(system, Peer):
-        return (*system.transcribe(clip, language), None)
+        return system.transcribe(clip, language)
     started = time.perf_counter()
     response = system({"inputs": clip.wav.read_bytes()})
     return response["text"], time.perf_counter() - started, response["chunks"]
