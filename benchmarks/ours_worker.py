@@ -14,10 +14,10 @@ The checkout's ``speakerscribe`` is imported (first on ``sys.path``); this file 
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from pathlib import Path
+
+from peer_worker import serve  # the same protocol loop (this script's folder is first on sys.path)
 
 
 def main() -> int:
@@ -26,27 +26,23 @@ def main() -> int:
     from speakerscribe.endpoint import EndpointHandler
     from speakerscribe.models.settings import ModelSettings
 
-    handler = None
-    for line in sys.stdin:
-        request = json.loads(line)
-        if request["op"] == "load":
-            started = time.perf_counter()
-            settings = ModelSettings.given(
-                asr_model=request["model"],
-                diarization_model=request.get("diarization"),
-                torch_dtype=request.get("dtype", "auto"),
-            )
-            handler = EndpointHandler("", settings)
-            reply = {"ok": True, "seconds": time.perf_counter() - started}
-        elif request["op"] == "transcribe":
-            started = time.perf_counter()
-            # no parameters: the defaults, as peers.py runs ours in its own process ("language" is not used)
-            response = handler({"inputs": Path(request["audio"]).read_bytes()})
-            reply = {"text": response["text"], "seconds": time.perf_counter() - started, "chunks": response["chunks"]}
-        else:
-            reply = {"error": f"unknown op {request['op']!r}"}
-        print(json.dumps(reply), flush=True)
-    return 0
+    loaded = {}
+
+    def load(request: dict) -> dict:
+        settings = ModelSettings.given(
+            asr_model=request["model"],
+            diarization_model=request.get("diarization"),
+            torch_dtype=request.get("dtype", "auto"),
+        )
+        loaded["handler"] = EndpointHandler("", settings)
+        return {"ok": True}
+
+    def transcribe(request: dict) -> dict:
+        # no parameters: the defaults, as peers.py runs ours in its own process ("language" is not used)
+        response = loaded["handler"]({"inputs": Path(request["audio"]).read_bytes()})
+        return {"text": response["text"], "chunks": response["chunks"]}
+
+    return serve(load, transcribe)
 
 
 if __name__ == "__main__":

@@ -21,45 +21,55 @@ import sys
 import time
 
 
+def serve(load, transcribe) -> int:
+    """The protocol: one JSON request per line of stdin, one JSON reply per line of stdout. ``load(request)`` and
+    ``transcribe(request)`` give the reply's fields; its ``seconds`` (their wall time) is added here. Also serves
+    ``ours_worker.py``."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        handle = {"load": load, "transcribe": transcribe}.get(request["op"])
+        if handle is None:
+            reply = {"error": f"unknown op {request['op']!r}"}
+        else:
+            started = time.perf_counter()
+            reply = handle(request)
+            reply["seconds"] = time.perf_counter() - started
+        print(json.dumps(reply), flush=True)
+    return 0
+
+
 def main() -> int:
     from faster_whisper import BatchedInferencePipeline, WhisperModel
 
-    model = pipeline = None
-    batch_size = 8
-    word_timestamps = False
-    for line in sys.stdin:
-        request = json.loads(line)
-        if request["op"] == "load":
-            started = time.perf_counter()
-            model = WhisperModel(
-                request["model"],
-                device="cpu",
-                compute_type=request.get("compute_type", "default"),
-                cpu_threads=int(request.get("threads", 2)),
-            )
-            pipeline = BatchedInferencePipeline(model) if request.get("mode") == "batched" else None
-            batch_size = int(request.get("batch_size", 8))
-            word_timestamps = bool(request.get("word_timestamps", False))
-            reply = {"ok": True, "seconds": time.perf_counter() - started}
-        elif request["op"] == "transcribe":
-            started = time.perf_counter()
-            kwargs = dict(beam_size=1, language=request.get("language"), vad_filter=True)
-            if word_timestamps:
-                kwargs["word_timestamps"] = True
-            if pipeline is not None:
-                segments, _ = pipeline.transcribe(request["audio"], batch_size=batch_size, **kwargs)
-            else:
-                segments, _ = model.transcribe(request["audio"], **kwargs)
-            segments = list(segments)  # the generator does the work
-            reply = {
-                "text": "".join(s.text for s in segments),
-                "seconds": time.perf_counter() - started,
-                "segments": len(segments),
-            }
+    loaded = {}
+
+    def load(request: dict) -> dict:
+        model = WhisperModel(
+            request["model"],
+            device="cpu",
+            compute_type=request.get("compute_type", "default"),
+            cpu_threads=int(request.get("threads", 2)),
+        )
+        loaded.update(
+            model=model,
+            pipeline=BatchedInferencePipeline(model) if request.get("mode") == "batched" else None,
+            batch_size=int(request.get("batch_size", 8)),
+            word_timestamps=bool(request.get("word_timestamps", False)),
+        )
+        return {"ok": True}
+
+    def transcribe(request: dict) -> dict:
+        kwargs = dict(beam_size=1, language=request.get("language"), vad_filter=True)
+        if loaded["word_timestamps"]:
+            kwargs["word_timestamps"] = True
+        if loaded["pipeline"] is not None:
+            segments, _ = loaded["pipeline"].transcribe(request["audio"], batch_size=loaded["batch_size"], **kwargs)
         else:
-            reply = {"error": f"unknown op {request['op']!r}"}
-        print(json.dumps(reply), flush=True)
-    return 0
+            segments, _ = loaded["model"].transcribe(request["audio"], **kwargs)
+        segments = list(segments)  # the generator does the work
+        return {"text": "".join(s.text for s in segments), "segments": len(segments)}
+
+    return serve(load, transcribe)
 
 
 if __name__ == "__main__":
