@@ -18,6 +18,14 @@ export PYANNOTE_METRICS_ENABLED=false HF_HUB_OFFLINE=1
 # name tests (any argument that is not an option) run just those, in one pytest.
 whole_suite=1
 for arg in "$@"; do [[ "$arg" == -* ]] || whole_suite=0; done
+min_pid=""
+if [ "$whole_suite" = 1 ] && [ "${SKIP_MIN_VERSIONS:-0}" != "1" ]; then
+  # .venv-min (scripts/test-min-versions.sh, after the suite) is four minutes of pip, mostly download and disk: build
+  # it beside the suite. Its log is printed afterwards; if it fails, test-min-versions.sh tries again and says why.
+  min_log=$(mktemp)
+  (. scripts/venv.sh && ensure_venv .venv-min constraints-min.txt) >"$min_log" 2>&1 &
+  min_pid=$!
+fi
 if [ "$whole_suite" = 1 ]; then
   image_log=$(mktemp)
   SPEAKERSCRIBE_CACHE="$PWD/.cache/image-test" .venv/bin/python -m pytest -p no:cacheprovider tests/test_image.py "$@" \
@@ -38,5 +46,11 @@ else
   .venv/bin/python -m pytest "$@"
 fi
 if [ "${SKIP_MIN_VERSIONS:-0}" != "1" ]; then
+  if [ -n "$min_pid" ]; then
+    wait "$min_pid" || echo "building .venv-min beside the suite failed; test-min-versions.sh tries again" >&2
+    echo "== .venv-min (built beside the suite)"
+    cat "$min_log"
+    rm -f "$min_log"
+  fi
   bash scripts/test-min-versions.sh "$@"
 fi
