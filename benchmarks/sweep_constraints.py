@@ -30,7 +30,8 @@ WORSE = 0.02
 
 def candidates(args) -> list[dict]:
     """Each ``--only`` entry: comma-separated key=value of t (threshold, or 'plain' for pyannote's clustering),
-    l (min_links), s (split_distance), f (split_floor), g (near_share), second (on/off)."""
+    l (min_links), s (split_distance), f (split_floor), g (near_share), m (merged_share on narrowband audio),
+    a (small_share), an (small_share on narrowband audio), second (on/off)."""
     if args.only:
         rows = []
         for text in args.only:
@@ -50,6 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--group", choices=["calibration", "held-out"], default="calibration")
     parser.add_argument("--take", type=int, default=100, help="conversations per quality and number of people")
+    parser.add_argument("--qualities", nargs="+", default=["meeting", "telephone"], help="real-voice qualities")
     parser.add_argument("--no-ami", action="store_true")
     parser.add_argument("--no-festival", action="store_true")
     parser.add_argument(
@@ -89,7 +91,7 @@ def main() -> int:
     items = []  # (cell, uri, file, reference turns, uem, true count)
     by_cell: dict = {}
     for conv in real_voices.load(real_voices.prepare(args.data)):
-        if conv.split == args.group:
+        if conv.split == args.group and conv.quality in args.qualities:
             by_cell.setdefault((f"rv-{conv.quality}", len(conv.people)), []).append(conv)
     for (quality, n), convs in sorted(by_cell.items()):
         for conv in convs[: args.take]:
@@ -135,7 +137,10 @@ def main() -> int:
                 split_distance=cand["s"],
                 split_floor=cand["f"],
                 near_share=cand.get("g", 0.0),
+                small_share=cand.get("a", 0.0),
             )
+            pipeline.clustering.narrowband_merged_share = cand.get("m", 0.0)
+            pipeline.clustering.narrowband_small_share = cand.get("an", 0.0)
         second = cand["second"]
         scores: dict = {}
         worse = []

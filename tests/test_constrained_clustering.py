@@ -101,6 +101,39 @@ def test_constraints_stand_aside_when_the_threshold_already_separates_the_voices
     assert constrained_clusters(lone, np.arange(5), gated) is None
 
 
+def test_merged_share_applies_the_constraints_where_pairs_look_far_but_linkage_merges_the_voices():
+    """Each embedding is noisy (pairs heard at once sit mostly beyond the threshold, so the near-pair gate stands
+    aside) while the two voices' centroids are close enough for plain centroid linkage to merge them: the wider
+    gate (merged_share, used on telephone audio) sees plain linkage put the voices heard at once together and keeps
+    them apart."""
+    x, chunks, truth, gap = _two_close_voices(spread=0.1, gap=0.8)
+    links = cannot_links(x, chunks, ConstraintOptions().split_distance)
+    near = np.linalg.norm(x[links[:, 0]] - x[links[:, 1]], axis=1) < ConstraintOptions().threshold
+    assert near.mean() < ConstraintOptions().near_share  # the near-pair gate alone stands aside ...
+    assert constrained_clusters(x, chunks) is None
+    assert len(np.unique(constrained_clusters(x, chunks, ConstraintOptions(near_share=0.0, min_links=10**9)))) == 1
+    labels = constrained_clusters(x, chunks, ConstraintOptions(merged_share=0.5))  # ... plain linkage merges them
+    assert labels is not None and len(np.unique(labels)) == 2 and _purity(labels, truth) == 1.0
+    far, chunks, _, _ = _two_close_voices(gap=4.0)  # voices plain linkage keeps apart: still plain linkage
+    assert constrained_clusters(far, chunks, ConstraintOptions(merged_share=0.5)) is None
+
+
+def test_small_share_folds_a_few_mixed_local_speakers_into_a_voice():
+    """Four local speakers that mix the two voices (heard beside both, so the evidence keeps them apart from each)
+    make a third cluster of 6% of the embeddings; small_share folds it into the nearest voice without a count, and
+    leaves the two voices as they were."""
+    x, chunks, truth, _ = _two_close_voices()
+    rng = np.random.default_rng(5)
+    a, b = x[truth == 0].mean(0), x[truth == 1].mean(0)
+    mixed = _unit(_unit(a + b) + 0.6 * _unit(rng.normal(size=64)) + 0.05 * rng.normal(size=(4, 64)))
+    x3, c3 = np.vstack([x, mixed]), np.concatenate([chunks, [0, 1, 2, 3]])
+    assert len(np.unique(constrained_clusters(x3, c3))) == 3
+    labels = constrained_clusters(x3, c3, ConstraintOptions(small_share=0.1))
+    assert len(np.unique(labels)) == 2 and _purity(labels[: len(truth)], truth) == 1.0
+    # a count is met as before, never by this rule
+    assert len(np.unique(constrained_clusters(x3, c3, ConstraintOptions(small_share=0.1), num=3))) == 3
+
+
 def test_a_count_absorbs_a_tiny_cluster_before_merging_the_closest_pair():
     x, chunks, truth, _ = _two_close_voices(spread=0.01)
     chunks = np.arange(len(chunks))  # never heard together: nothing forbids merging the two voices

@@ -85,3 +85,53 @@ def test_a_true_count_is_never_worse_than_none(scored):
     for r in scored:
         assert r["true"] <= r["none"] + WORSE, r
         assert r["true_found"] <= r["people"], r
+
+
+# calibration calls where the telephone rules decide (benchmarks/sweep_constraints.py --group calibration --take 10
+# --qualities telephone --per-file --only t=0.95,f=0.8,g=0.15 t=0.95,f=0.8,g=0.15,m=0.5,an=0.15): DER without them,
+# with them (the shipped settings)
+TELEPHONE_RULES = {"cal-2p-04.telephone": (0.184, 0.121), "cal-3p-04.telephone": (0.613, 0.279)}
+
+
+def test_telephone_calls_get_the_wider_gate_and_fold_mixed_clusters(real_models):
+    """On a telephone line (detected from the audio) the constraints also apply where plain linkage merges voices
+    heard at once, and a cluster of under 15% of the embeddings folds into the nearest voice: on these calibration
+    calls the count comes out right and DER drops well below what the near-pair gate alone gives."""
+    from conftest import REPO
+    from pyannote.audio import Pipeline
+
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.diarization.diarizer import SpeakerDiarizer
+    from speakerscribe.runtime import Placement, configure_pyannote_environment
+    from speakerscribe_dev import real_voices
+    from speakerscribe_dev.evaluation import der_turns
+    from speakerscribe_dev.pyannote_cache import memoise_features
+
+    configure_pyannote_environment()
+    folder = real_voices.prepare(REPO / "data" / "real_voices", ami_folder=REPO / "data" / "ami")
+    calls = {c.uri: c for c in real_voices.load(folder) if c.uri in TELEPHONE_RULES}
+    assert set(calls) == set(TELEPHONE_RULES)
+    diarizer = SpeakerDiarizer.from_pipeline(
+        Pipeline.from_pretrained(real_models / "diarization"), Placement("cpu", "float32", "sdpa")
+    )
+    memoise_features(diarizer.pipeline)  # the second run below reuses segmentation and embeddings
+    clustering = diarizer.pipeline.clustering
+    for uri, (before, measured) in TELEPHONE_RULES.items():
+        call = calls[uri]
+        waveform = decode_audio(call.wav.read_bytes()).waveform
+        ref = [(t.start, t.end, t.speaker) for t in call.turns]
+        scores = {}
+        for rules in (True, False):
+            clustering.narrowband_merged_share = 0.5 if rules else 0.0
+            clustering.narrowband_small_share = 0.15 if rules else 0.0
+            turns = diarizer(waveform).turns
+            assert clustering.narrowband, uri  # the diarizer heard the telephone channel
+            hyp = [(t.start, t.end, t.speaker) for t in turns]
+            scores[rules] = (der_turns(ref, hyp, call.uem)["diarization error rate"], len({t[2] for t in hyp}))
+        print(uri, scores)
+        assert scores[True][1] == len(call.people), (uri, scores)
+        assert scores[True][0] <= measured + 0.03, (uri, scores)
+        assert scores[True][0] < scores[False][0] - 0.05, (uri, scores)
+        assert abs(scores[False][0] - before) <= 0.03, (uri, scores)  # without them: as measured before
+    del clustering.narrowband_merged_share, clustering.narrowband_small_share  # back to the class's settings
+    assert (clustering.narrowband_merged_share, clustering.narrowband_small_share) == (0.5, 0.15)

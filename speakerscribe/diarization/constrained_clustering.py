@@ -16,6 +16,12 @@ voice is compressed towards the others (two people heard together sit 0.5-0.9 ap
 constraints are what keeps them apart; on wideband audio the same pairs sit 0.8-1.45 apart, the threshold already
 separates people, and the pairs that do fall under it are mostly a local speaker that mixes two voices, which the
 constraints would turn into an extra speaker. Then plain centroid linkage runs (the function returns None).
+Individual pairs can also sit beyond the threshold while the centroids of the two voices do not (centroids of unit
+vectors are shorter than one): ``merged_share`` then applies the constraints when plain linkage puts that share of
+the pairs heard at once into one cluster. On wideband audio that wider gate turned one person into several (the
+mixed local speakers again), so the caller uses it on telephone audio only, with ``small_share``: without a count,
+a cluster of under that share of the embeddings folds into its nearest cluster, allowed or not
+(:class:`speakerscribe.diarization.pyannote_pipeline.ConstrainedAgglomerativeClustering`).
 
 A speaker count (``num`` / ``min`` / ``max``) chooses among the clusterings the evidence allows: above the count,
 the smallest clusters are absorbed first, then the closest allowed pairs merge; pairs the evidence forbids merge only
@@ -44,6 +50,10 @@ class ConstraintOptions:
     split_floor: float = 0.8  # to reach a count, merges closer than this are never undone (one voice throughout)
     near_share: float = 0.15  # constraints apply when at least this share of the pairs heard at once are closer than
     # the threshold (the distance rule would merge them); otherwise plain centroid linkage
+    merged_share: float = 0.0  # or when plain linkage puts at least this share of the pairs heard at
+    # once into one cluster (0: not used)
+    small_share: float = 0.0  # without a count, clusters under this share of the embeddings fold into the nearest
+    # cluster even against the evidence (a few mixed or overlapped local speakers are not a person); 0: never
     tiny_share: float = 0.1  # to reach a count, clusters under this share of the embeddings are absorbed first
     max_items: int = 800  # above this, scipy pre-groups the embeddings (bounded time and memory)
 
@@ -144,9 +154,48 @@ class _Agglomeration:
                 return True
         return False
 
+    def fold_smallest(self, below: float) -> bool:
+        """Fold the smallest cluster of fewer than ``below`` items into its closest cluster, allowed or not; False
+        when none is that small."""
+        alive = np.flatnonzero(self.alive)
+        smallest = alive[int(np.argmin(self.counts[alive]))]
+        if self.counts[smallest] >= below:
+            return False
+        d = self._pairs(False)[smallest]
+        self.merge(int(np.argmin(d)), int(smallest))
+        return True
+
     def labels(self, groups: np.ndarray) -> np.ndarray:
         _, dense = np.unique(self.parent[groups], return_inverse=True)
         return dense
+
+
+def _needed(unit: np.ndarray, links: np.ndarray, groups: np.ndarray, options: ConstraintOptions) -> bool:
+    """Whether the distance rule alone would merge voices heard at once: at least ``near_share`` of the pairs sit
+    closer than the threshold, or (``merged_share`` > 0) plain linkage puts at least that share of them in one
+    cluster."""
+    if options.near_share <= 0:
+        return True
+    if len(links) == 0:
+        return False
+    if (np.linalg.norm(unit[links[:, 0]] - unit[links[:, 1]], axis=1) < options.threshold).mean() >= options.near_share:
+        return True
+    if options.merged_share <= 0:
+        return False
+    plain = _agglomerate(_Agglomeration(unit, links, groups, np.iinfo(np.int64).max), options.threshold, [])
+    labels = plain.labels(groups)
+    return bool((labels[links[:, 0]] == labels[links[:, 1]]).mean() >= options.merged_share)
+
+
+def _agglomerate(state: _Agglomeration, threshold: float, history: list) -> _Agglomeration:
+    """Merge the closest allowed pair while it is within ``threshold``; each merge is appended to ``history``."""
+    while state.size > 1:
+        a, b, d = state.closest()
+        if not np.isfinite(d) or d > threshold:
+            break
+        history.append((a, b, d))
+        state.merge(a, b)
+    return state
 
 
 def constrained_clusters(
@@ -172,18 +221,10 @@ def constrained_clusters(
     lo = max(1, min(lo, n))
     groups = _pregroup(unit, options.max_items) if n > options.max_items else np.arange(n)
     links = cannot_links(unit, chunks, options.split_distance)
-    if options.near_share > 0:
-        near = np.linalg.norm(unit[links[:, 0]] - unit[links[:, 1]], axis=1) < options.threshold
-        if len(links) == 0 or near.mean() < options.near_share:
-            return None
+    if not _needed(unit, links, groups, options):
+        return None
     history = []  # merges in order, to go back when the count asks for more clusters
-    state = _Agglomeration(unit, links, groups, options.min_links)
-    while state.size > 1:
-        a, b, d = state.closest()
-        if not np.isfinite(d) or d > options.threshold:
-            break
-        history.append((a, b, d))
-        state.merge(a, b)
+    state = _agglomerate(_Agglomeration(unit, links, groups, options.min_links), options.threshold, history)
     if state.size < lo:  # replay fewer merges: undo the last ones, none closer than the floor
         undo = 0
         while undo < lo - state.size and history[len(history) - 1 - undo][2] >= options.split_floor:
@@ -194,6 +235,9 @@ def constrained_clusters(
         return state.labels(groups)
     while state.size > lo and state.absorb_smallest(options.min_items):
         pass
+    if num is None and options.small_share > 0:
+        while state.size > max(lo, 1) and state.fold_smallest(options.small_share * n):
+            pass
     tiny = options.tiny_share * n
     while state.size > hi:
         if not state.absorb_smallest(tiny):

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..audio.bandwidth import is_narrowband
 from ..errors import ModelLoadError, short_message
 from ..options import KNOWN_SPEAKER_THRESHOLD, SpeakerCounts
 from ..records import SAMPLE_RATE, Diarization, SpeakerMatch, SpeakerTurn, Waveform
@@ -149,6 +150,9 @@ class SpeakerDiarizer:
             "sample_rate": waveform.sample_rate,
         }
         with self._lock, tf32_guard(self.allow_tf32), torch.inference_mode(), features_once(self.pipeline):
+            clustering = getattr(self.pipeline, "clustering", None)
+            if hasattr(clustering, "narrowband"):  # the cannot-link clustering's gate depends on the channel
+                clustering.narrowband = is_narrowband(waveform.samples, waveform.sample_rate)
             hook = {} if checkpoint is None else {"hook": lambda *args, **kwargs: checkpoint()}
             try:
                 # a count first looks at the result without one, and keeps it when it has that many speakers: a

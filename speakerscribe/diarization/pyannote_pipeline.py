@@ -109,6 +109,12 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
     once apart, pyannote's own clustering runs."""
 
     constraint_options = ConstraintOptions()
+    # the call's audio came through a telephone channel (set by the diarizer for each call,
+    # speakerscribe.audio.bandwidth): there every voice is pulled towards the others, and the constraints also apply
+    # when plain linkage would put this share of the voices heard at once into one cluster (benchmarks/RESULTS.md)
+    narrowband = False
+    narrowband_merged_share = 0.5
+    narrowband_small_share = 0.15
 
     def __call__(self, embeddings, segmentations=None, num_clusters=None, min_clusters=None, max_clusters=None, **kw):
         with ignoring_warning(RuntimeWarning, "Mean of empty slice"), np.errstate(invalid="ignore"):
@@ -117,6 +123,10 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
             if len(chosen) < 2 or hi < 2:
                 return BaseClustering.__call__(self, embeddings, segmentations, None, 1, 1)
             options = replace(self.constraint_options, threshold=float(self.threshold))
+            if self.narrowband:
+                options = replace(
+                    options, merged_share=self.narrowband_merged_share, small_share=self.narrowband_small_share
+                )
             # pyannote passes min 1 and max inf when no count was asked
             counted = (
                 num_clusters is not None
