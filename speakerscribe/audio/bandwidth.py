@@ -32,5 +32,4 @@ def is_narrowband(samples: np.ndarray, sample_rate: int) -> bool:
     sampled at 8 kHz or less is narrowband by definition; silence is not."""
     if sample_rate <= 2 * CUTOFF_HZ:
         return True
-    share = high_band_share(samples, sample_rate)
-    return 0.0 < share < NARROWBAND_SHARE if samples.size >= FRAME else False
+    return 0.0 < high_band_share(samples, sample_rate) < NARROWBAND_SHARE  # 0.0: too short, silent or undefined

@@ -111,7 +111,8 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
     constraint_options = ConstraintOptions()
     # the call's audio came through a telephone channel (set by the diarizer for each call,
     # speakerscribe.audio.bandwidth): there every voice is pulled towards the others, and the constraints also apply
-    # when plain linkage would put this share of the voices heard at once into one cluster (benchmarks/RESULTS.md)
+    # when plain linkage would put this share of the voices heard at once into one cluster, and clusters under the
+    # small share fold into the nearest voice (README, "Real voices in made-up conversations")
     narrowband = False
     narrowband_merged_share = 0.5
     narrowband_small_share = 0.15
