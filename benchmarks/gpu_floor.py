@@ -83,6 +83,10 @@ def main() -> int:
     parser.add_argument("--batch", type=int, nargs="+", default=[24])
     parser.add_argument("--static-cache", action="store_true", help="also run our static-cache (compiled) path")
     parser.add_argument("--skip-original", action="store_true")
+    parser.add_argument("--static-only", action="store_true", help="only our static-cache (compiled) path")
+    parser.add_argument(
+        "--original-minutes", type=float, default=None, help="time the original approach on this much (default all)"
+    )
     parser.add_argument("--clip-seconds", type=float, default=8.0)
     parser.add_argument("--clip-repeats", type=int, default=10)
     parser.add_argument("--results", type=Path, default=None, help="append the table to this markdown file")
@@ -111,13 +115,23 @@ def main() -> int:
         "",
         f"{duration / 60:.0f} min of audio, {args.tokens} tokens forced per 30 s window, greedy, random weights.",
         "",
-        "| arch | system | batch | RTFx (audio s / wall s) | ratio vs original | 8 s clip p50 ms |",
-        "|---|---|---|---|---|---|",
+        "| arch | system | batch | RTFx (audio s / wall s) | ratio vs original | 8 s clip p50 ms | peak GiB |",
+        "|---|---|---|---|---|---|---|",
     ]
 
     def sync():
         if torch.cuda.is_available():
             torch.cuda.synchronize()
+
+    def reset_peak():
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+
+    def peak() -> str:
+        return f"{torch.cuda.max_memory_allocated() / 2**30:.1f}" if torch.cuda.is_available() else "-"
+
+    original = samples[: int((args.original_minutes or args.minutes) * 60 * 16000)]
+    original_duration = len(original) / 16000
 
     for arch in args.arch:
         model, fe, tok = random_whisper(arch, args.tokenizer, device, placement.dtype)
@@ -134,10 +148,12 @@ def main() -> int:
             kwargs = {"min_new_tokens": args.tokens, "max_new_tokens": args.tokens}
             asr(clip.copy(), chunk_length_s=30, batch_size=24, return_timestamps=True, generate_kwargs=kwargs)
             sync()
+            reset_peak()
             t0 = time.perf_counter()
-            asr(samples.copy(), chunk_length_s=30, batch_size=24, return_timestamps=True, generate_kwargs=kwargs)
+            asr(original.copy(), chunk_length_s=30, batch_size=24, return_timestamps=True, generate_kwargs=kwargs)
             sync()
-            baseline_rtf = duration / (time.perf_counter() - t0)
+            baseline_rtf = original_duration / (time.perf_counter() - t0)
+            baseline_peak = peak()
             lat = []
             for _ in range(args.clip_repeats):
                 t0 = time.perf_counter()
@@ -145,23 +161,29 @@ def main() -> int:
                 sync()
                 lat.append(time.perf_counter() - t0)
             lines.append(
-                f"| {arch} | original (pipeline) | 24 | {baseline_rtf:.0f} | 1.0 | "
-                f"{statistics.median(lat) * 1000:.0f} |"
+                f"| {arch} | original (pipeline, {original_duration / 60:.1f} min) | 24 | {baseline_rtf:.0f} | 1.0 | "
+                f"{statistics.median(lat) * 1000:.0f} | {baseline_peak} |"
             )
-        for static in [False, True] if args.static_cache else [False]:
+            print(lines[-1], flush=True)
+        modes = [True] if args.static_only else [False, True] if args.static_cache else [False]
+        for static in modes:
             engine = WhisperEngine(model, fe, tok, placement, max_new_tokens=args.tokens, static_cache=static)
             engine.min_new_tokens = args.tokens
             ours = Transcriber(Models(engine, None, None, placement))
             for batch in args.batch:
                 cfg = InferenceConfig(batch_size=batch, vad_filter=False).to_options()
+                t_warm = time.perf_counter()
                 if static:
                     engine.warmup(batch)
                 ours.run(Waveform(clip), cfg)
                 sync()
+                warm_s = time.perf_counter() - t_warm
+                reset_peak()
                 t0 = time.perf_counter()
                 result = ours.run(Waveform(samples), cfg)
                 sync()
                 rtf = duration / (time.perf_counter() - t0)
+                run_peak = peak()
                 lat = []
                 for _ in range(args.clip_repeats):
                     t0 = time.perf_counter()
@@ -172,9 +194,10 @@ def main() -> int:
                 name = "ours, static cache" if static else "ours"
                 stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items() if k.startswith("asr_"))
                 lines.append(
-                    f"| {arch} | {name} ({stages}) | {batch} | {rtf:.0f} | {ratio} | "
-                    f"{statistics.median(lat) * 1000:.0f} |"
+                    f"| {arch} | {name} ({stages}; warm-up {warm_s:.0f}s) | {batch} | {rtf:.0f} | {ratio} | "
+                    f"{statistics.median(lat) * 1000:.0f} | {run_peak} |"
                 )
+                print(lines[-1], flush=True)
         del model
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

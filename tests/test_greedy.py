@@ -268,3 +268,55 @@ def test_check_runs_before_every_step_and_its_exception_stops_decoding(random_mo
     with torch.inference_mode():
         out = greedy_decode(model, states, prompt, rules, 3, check=lambda: calls.append(1))
     assert len(calls) == out.shape[1] - prompt.shape[1] == 3
+
+
+def test_forced_token_counts_run_the_tight_loop_and_equal_generate(random_models):
+    """Benchmarks on random weights force a token count per window (``engine.min_new_tokens``): the tight loop
+    forbids end-of-text for that many steps, decodes exactly that many tokens in every row, and gives what
+    ``generate`` gives with ``min_new_tokens`` (which the engine used for them before, so GPU benchmarks measured
+    transformers' loop instead of the one requests run)."""
+    import torch
+    from transformers import GenerationConfig
+    from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
+    from transformers.generation.utils import GenerationMixin
+    from transformers.modeling_outputs import BaseModelOutput
+
+    model = _load(random_models.whisper_en)
+    rules = TimestampRules.from_generation_config(model.generation_config)
+    states = torch.randn(3, model.config.max_source_positions, model.config.d_model, generator=torch.manual_seed(3))
+    prompt = _prompt(model, 3)
+    with torch.inference_mode():
+        chosen = greedy_decode(model, states, prompt, rules, 30)[:, prompt.shape[1] :]
+    with torch.no_grad():  # end-of-text made likelier than the token these rows choose most: unforced, they end early
+        text = chosen[chosen < rules.eos]  # (end-of-text counts as text against the timestamps' mass)
+        model.proj_out.weight[rules.eos] = 3.0 * model.proj_out.weight[int(text.mode().values)]
+    with torch.inference_mode():
+        free = greedy_decode(model, states, prompt, rules, 30)
+        forced = greedy_decode(model, states, prompt, rules, 30, min_new_tokens=30)
+    new = forced[:, prompt.shape[1] :]
+    assert new.shape == (3, 30) and not bool((new == rules.eos).any())
+    # unforced, the rows end early: the forcing is what made every row 30 tokens long
+    assert free.shape[1] < forced.shape[1]
+
+    gen = model.generation_config
+    config = GenerationConfig(
+        decoder_start_token_id=gen.decoder_start_token_id,
+        eos_token_id=rules.eos,
+        pad_token_id=rules.eos,
+        bos_token_id=rules.eos,
+        do_sample=False,
+        num_beams=1,
+        max_length=prompt.shape[1] + 30,
+        min_new_tokens=30,
+        suppress_tokens=list(gen.suppress_tokens or []) or None,
+        begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
+    )
+    with torch.inference_mode():
+        theirs = GenerationMixin.generate(
+            model,
+            encoder_outputs=BaseModelOutput(last_hidden_state=states),
+            decoder_input_ids=prompt,
+            generation_config=config,
+            logits_processor=[WhisperTimeStampLogitsProcessor(gen, begin_index=prompt.shape[1])],
+        )
+    assert forced.tolist() == theirs.tolist()

@@ -34,11 +34,11 @@ def generate(engine, encoder_outputs, prompt: list[int], assistant=None, tempera
 
     Greedy decoding and sampling run in :func:`~speakerscribe.asr.greedy.greedy_decode` (the same tokens, a
     fraction of the per-step overhead); sampling draws from a generator of this call's own, seeded with
-    ``FALLBACK_SEED``, so the same request samples the same words however many others sample beside it. The
-    draft model, the static cache and forced token counts go through :meth:`generate_with_transformers`, which
-    can only sample from the process-wide generator: such samplings take turns (seeding it, drawing, putting
-    its state back). ``check()`` (the tight loop only) runs before every decoding step and may raise to stop it.
-    Returns (B, len(prompt) + new) token ids.
+    ``FALLBACK_SEED``, so the same request samples the same words however many others sample beside it; forced
+    token counts (benchmarks) run there too. The draft model and the static cache go through
+    :meth:`generate_with_transformers`, which can only sample from the process-wide generator: such samplings take
+    turns (seeding it, drawing, putting its state back). ``check()`` (the tight loop only) runs before every
+    decoding step and may raise to stop it. Returns (B, len(prompt) + new) token ids.
     """
     import torch
 
@@ -47,7 +47,7 @@ def generate(engine, encoder_outputs, prompt: list[int], assistant=None, tempera
     # one position stays free for the end-of-text token the scoring pass appends
     limit = engine.model.config.max_target_positions - 1
     new_tokens = min(engine.max_new_tokens or limit, limit - len(prompt))
-    if assistant is None and not engine.static_cache and engine.min_new_tokens is None:
+    if assistant is None and not engine.static_cache:
         generator = None
         if temperature > 0:
             generator = torch.Generator(device=engine.placement.device).manual_seed(FALLBACK_SEED)
@@ -57,11 +57,13 @@ def generate(engine, encoder_outputs, prompt: list[int], assistant=None, tempera
             ids,
             engine.timestamp_rules,
             new_tokens,
-            stop_row=engine.ends_in_loop,
+            # forced token counts (benchmarks on random weights) must not stop at a loop
+            stop_row=engine.ends_in_loop if engine.min_new_tokens is None else None,
             projection=engine.projection,
             check=check,
             temperature=temperature,
             generator=generator,
+            min_new_tokens=engine.min_new_tokens or 0,
         )
     if temperature <= 0:
         return generate_with_transformers(engine, encoder_outputs, ids, new_tokens, assistant, temperature)

@@ -66,6 +66,7 @@ def greedy_decode(
     check: Callable[[], None] | None = None,
     temperature: float = 0.0,
     generator=None,
+    min_new_tokens: int = 0,
 ):
     """Decode every row of ``encoder_states`` (B, frames, d) from ``prompt_ids`` (B, P): greedily, or with
     ``temperature`` > 0 by sampling from the rules' distribution at that temperature with ``generator`` (a
@@ -78,7 +79,8 @@ def greedy_decode(
     cancellation token: a deadline or a client gone stops the work within one step, not one window). Returns
     (B, P + steps) token ids, as ``generate`` does. Greedy, rows that have finished leave the batch once they are a
     quarter of it (``generate`` keeps decoding them to the longest row's end: on a long recording about 30% of
-    the rows decoded were finished ones).
+    the rows decoded were finished ones). ``min_new_tokens`` forbids end-of-text for that many steps (benchmarks
+    on random weights force a token count per window with it, as ``generate``'s ``min_new_tokens`` does).
     """
     import torch
 
@@ -100,6 +102,8 @@ def greedy_decode(
         cache = out.past_key_values
         scores = project(out.last_hidden_state[:, -1]).float()
         state.apply_rules(scores, step)
+        if step < min_new_tokens:
+            scores[:, rules.eos] = float("-inf")
         token = state.advance(_choose(scores, rules.timestamp_begin, temperature, generator), step)
         full = token if rows.shape[0] == batch else _scatter(token, rows, batch, rules.eos)
         steps.append(full)
