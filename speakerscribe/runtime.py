@@ -262,3 +262,44 @@ def start_worker(fn, *args, name: str = "worker") -> Future:
 
     threading.Thread(target=run, name=name, daemon=True).start()
     return future
+
+
+class OwnThread:
+    """One long-lived thread that runs, one at a time, every call handed to it (:meth:`run` waits for the result).
+
+    For work whose library state belongs to the thread that made it: a decoder compiled with CUDA graphs (the
+    static KV cache) keeps its graph trees in thread-local storage of the thread that compiled it, and PyTorch
+    releases before the fix of pytorch/pytorch#123177 assert when another thread replays them (seen on an H200 with
+    torch 2.11: every request of ``STATIC_CACHE=true`` failed with an ``AssertionError`` from
+    ``cudagraph_trees.get_obj``, because the warm-up compiled in the loading thread and each request decodes in a
+    thread of its own). The thread is started on first use and lives as long as the process; used only where
+    that matters (CUDA), since on the CPU a long-lived thread that ran PyTorch slows every request (see above)."""
+
+    def __init__(self, name: str):
+        import queue
+
+        self.name = name
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.ident: int | None = None
+
+    def run(self, fn, *args):
+        future: Future = Future()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+                self._thread.start()
+        self._queue.put((fn, args, future))
+        return future.result()
+
+    def _serve(self) -> None:
+        self.ident = threading.get_ident()
+        while True:
+            fn, args, future = self._queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # handed to the caller waiting in run()
+                future.set_exception(exc)

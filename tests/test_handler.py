@@ -400,6 +400,57 @@ def test_static_cache_decodes_take_turns_under_concurrent_requests(random_models
     assert state["most"] == 1
 
 
+def test_static_cache_on_cuda_decodes_in_the_thread_that_warmed_it_up(random_models, clip, monkeypatch):
+    """On an H200 (torch 2.11) every STATIC_CACHE request failed: the warm-up compiled the decoder step with CUDA
+    graphs in the loading thread, whose graph trees live in that thread's local storage, and each request decodes
+    in a thread of its own (pytorch/pytorch#123177). On CUDA the engine hands all static-cache decoding, the
+    warm-up's too, to one thread of its own. No GPU here: the engine is given that thread as on CUDA, and every
+    generate() call must then run in it, whichever thread asked, with the same answers."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from transformers.generation.utils import GenerationMixin
+
+    from speakerscribe.runtime import OwnThread
+
+    cached = make_handler(
+        ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="24", STATIC_CACHE="true", WARMUP_BATCH_SIZE="2"
+    )
+    asr = cached.transcriber.models.asr
+    assert asr.decoder_thread is None  # on the CPU requests keep their own threads (nothing is compiled)
+    other = wav_bytes(speechlike(12.0, seed=7))
+    params = {"vad_filter": False, "chunk_length_s": 6, "batch_size": 2}
+    requests = [body(clip, **params), body(other, **params)] * 2
+    expected = [cached(r)["chunks"] for r in requests]
+
+    real, threads = GenerationMixin.generate, []
+
+    def recording(self, *args, **kwargs):
+        import torch
+
+        threads.append((threading.get_ident(), torch.is_inference_mode_enabled()))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(GenerationMixin, "generate", recording)
+    asr.decoder_thread = OwnThread("static-cache decoder")
+    asr.warmup(2)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        answers = [out["chunks"] for out in pool.map(cached, requests)]
+    assert answers == expected
+    assert len(threads) > len(requests)  # the warm-up and every request decoded through generate()
+    assert {ident for ident, _ in threads} == {asr.decoder_thread.ident}
+    assert all(inference for _, inference in threads)  # grad mode is per thread: the decoder thread sets its own
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("decoder failed")
+
+    monkeypatch.setattr(GenerationMixin, "generate", broken)
+    with pytest.raises(RuntimeError, match="decoder failed"):  # an error reaches the request that asked
+        cached(requests[0])
+    monkeypatch.setattr(GenerationMixin, "generate", real)
+    assert cached(requests[1])["chunks"] == expected[1]  # and the thread goes on serving
+
+
 def test_tf32_is_restored_only_when_the_last_guarded_call_ends(monkeypatch):
     import threading
 

@@ -78,6 +78,7 @@ def generate_with_transformers(engine, encoder_outputs, ids, new_tokens: int, as
     model's suppressed tokens and the stop-on-loop criterion, instead of Whisper's own ``generate``, whose
     long-form machinery <= 30 s windows do not need. Greedy, it is what the tight loop must equal
     (``tests/test_greedy.py``, ``benchmarks/greedy_loop.py``)."""
+    import torch
     from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
     from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
     from transformers.generation.utils import GenerationMixin
@@ -108,15 +109,21 @@ def generate_with_transformers(engine, encoder_outputs, ids, new_tokens: int, as
     # a draft model's generate, run by transformers for us, logs a generation-config deprecation and duplicated
     # SuppressTokens processor notices (about its own internal call): quiet for the assisted call only
     quiet = quiet_transformers() if assistant is not None else contextlib.nullcontext()
-    with engine._generate_lock, quiet:
-        return GenerationMixin.generate(
-            engine.model,
-            encoder_outputs=encoder_outputs,
-            decoder_input_ids=ids,
-            generation_config=config,
-            logits_processor=LogitsProcessorList([timestamps]),
-            **kwargs,
-        )
+
+    def call():
+        with engine._generate_lock, quiet, torch.inference_mode():  # (grad mode is per thread: set it here)
+            return GenerationMixin.generate(
+                engine.model,
+                encoder_outputs=encoder_outputs,
+                decoder_input_ids=ids,
+                generation_config=config,
+                logits_processor=LogitsProcessorList([timestamps]),
+                **kwargs,
+            )
+
+    if engine.decoder_thread is not None and engine.static_cache and assistant is None:
+        return engine.decoder_thread.run(call)  # compiled CUDA graphs: the thread that made them replays them
+    return call()
 
 
 def attempt(

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import InputError, ModelLoadError, short_message
 from ..options import AsrOptions
 from ..records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform
-from ..runtime import Placement, quiet_generation_warnings, quiet_transformers
+from ..runtime import OwnThread, Placement, quiet_generation_warnings, quiet_transformers
 from ..timing import StageTimer
 from . import assembly, decoding, recovery
 from . import features as window_inputs
@@ -68,6 +68,9 @@ class WhisperEngine:
         # transformers keeps ONE static KV cache on the model and reuses it across generate() calls, so concurrent
         # requests (MAX_CONCURRENCY > 1) must take turns decoding when it is on; encoders still run in parallel
         self._generate_lock = threading.Lock() if static_cache else contextlib.nullcontext()
+        # ... and on CUDA, where the decoder step is compiled with CUDA graphs, all of that decoding (the warm-up's
+        # too) runs in one thread of its own: the graphs belong to the thread that made them (runtime.OwnThread)
+        self.decoder_thread = OwnThread("static-cache decoder") if static_cache and placement.is_cuda else None
         self.min_new_tokens: int | None = None  # benchmarks force a token count per window
         self.feature_extractor = feature_extractor
         self.tokenizer = tokenizer

@@ -89,7 +89,7 @@ def greedy_decode(
     decoder = model.model.decoder
     batch = prompt_ids.shape[0]
     project = projection or VocabProjection(model.proj_out)
-    state = _RowStates(rules, model.proj_out.out_features, batch, prompt_ids.device)
+    state = _RowStates(rules, model.proj_out.out_features, batch, prompt_ids.device, min_new_tokens)
     generated: list[list[int]] = [[] for _ in range(batch)]
     steps = []
     cache = None
@@ -102,8 +102,6 @@ def greedy_decode(
         cache = out.past_key_values
         scores = project(out.last_hidden_state[:, -1]).float()
         state.apply_rules(scores, step)
-        if step < min_new_tokens:
-            scores[:, rules.eos] = float("-inf")
         token = state.advance(_choose(scores, rules.timestamp_begin, temperature, generator), step)
         full = token if rows.shape[0] == batch else _scatter(token, rows, batch, rules.eos)
         steps.append(full)
@@ -161,10 +159,11 @@ class _RowStates:
     masks they imply: after a pair of timestamps only text, after a lone one a timestamp or end-of-text, timestamps
     never decreasing, the first token a timestamp of at most ``max_initial_index``."""
 
-    def __init__(self, rules: TimestampRules, vocab: int, batch: int, device):
+    def __init__(self, rules: TimestampRules, vocab: int, batch: int, device, min_new_tokens: int = 0):
         import torch
 
         self.tb, self.eos = rules.timestamp_begin, rules.eos
+        self.min_new_tokens = min_new_tokens  # end-of-text forbidden before this step (forced token counts)
         never = torch.zeros(vocab, dtype=torch.bool, device=device)
         never[[t for t in rules.suppress if t < vocab]] = True
         never[rules.no_timestamps] = True
@@ -198,6 +197,8 @@ class _RowStates:
         floor = torch.where(lone, newest, torch.where(newest >= 0, newest + 1, self.tb))
         mask |= self.is_timestamp_id & (self.vocab_ids < floor[:, None])
         scores.masked_fill_(mask, float("-inf"))
+        if step < self.min_new_tokens:
+            scores[:, self.eos] = float("-inf")
 
     def advance(self, token, step: int):
         """The chosen tokens (B,) with end-of-text for finished rows; the state moved past them."""
