@@ -275,16 +275,19 @@ class OwnThread:
     thread of its own). The thread is started on first use and lives as long as the process; used only where
     that matters (CUDA), since on the CPU a long-lived thread that ran PyTorch slows every request (see above)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, setup=None):
         import queue
 
         self.name = name
+        self._setup = setup  # run first in the thread, before any call
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.ident: int | None = None
 
     def run(self, fn, *args):
+        if threading.get_ident() == self.ident:  # a call from inside the thread runs at once (no deadlock)
+            return fn(*args)
         future: Future = Future()
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
@@ -295,6 +298,11 @@ class OwnThread:
 
     def _serve(self) -> None:
         self.ident = threading.get_ident()
+        if self._setup is not None:
+            try:
+                self._setup()
+            except Exception:  # the calls still run; what the setup was for may then fail, loudly, in them
+                logger.exception("setting up thread %s failed", self.name)
         while True:
             fn, args, future = self._queue.get()
             if not future.set_running_or_notify_cancel():

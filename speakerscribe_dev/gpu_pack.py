@@ -158,6 +158,8 @@ def unpack(pack_dir: Path, dest: Path) -> dict[str, Path]:
     for folder, entry in manifest["folders"].items():
         for name in entry["weights"]:
             stamp.update(sha256(pack_dir / folder / (name + ".q8.pt.xz")).encode())
+        for name in entry["files"]:
+            stamp.update(sha256(pack_dir / folder / (name + ".xz")).encode())
     key = stamp.hexdigest()
     done = dest / ".unpacked"
     paths = {folder: dest / folder for folder in manifest["folders"]}

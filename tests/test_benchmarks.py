@@ -63,8 +63,10 @@ def test_gpu_floor_script_runs_on_cpu(real_models):
         "1",
         "--clip-seconds",
         "4",
+        "--also-generate",
     )
     assert "| tiny | original (pipeline, 0.5 min) |" in out
+    assert "| tiny | ours, decoding with generate (" in out
     # ours: its stage times, batch, x real time and the ratio to the original in the same run, then the peak column
     assert re.search(r"\| tiny \| ours \(asr_features .*warm-up \d+s\) \| 24 \| \d+ \| [\d.]+ \| \d+ \| - \|", out)
 

@@ -320,3 +320,46 @@ def test_forced_token_counts_run_the_tight_loop_and_equal_generate(random_models
             logits_processor=[WhisperTimeStampLogitsProcessor(gen, begin_index=prompt.shape[1])],
         )
     assert forced.tolist() == theirs.tolist()
+    # fewer forced than allowed: end-of-text is forbidden for exactly min_new_tokens steps, as generate forbids it
+    import copy
+
+    fewer = copy.deepcopy(config)
+    fewer.min_new_tokens = 10
+    with torch.inference_mode():
+        partly = greedy_decode(model, states, prompt, rules, 30, min_new_tokens=10)
+        theirs = GenerationMixin.generate(
+            model,
+            encoder_outputs=BaseModelOutput(last_hidden_state=states),
+            decoder_input_ids=prompt,
+            generation_config=fewer,
+            logits_processor=[WhisperTimeStampLogitsProcessor(gen, begin_index=prompt.shape[1])],
+        )
+    assert partly.tolist() == theirs.tolist()
+    ends = [row.index(rules.eos) for row in partly[:, prompt.shape[1] :].tolist() if rules.eos in row]
+    assert ends and min(ends) >= 10 and partly.shape[1] < forced.shape[1]
+
+
+def test_forced_token_counts_reach_the_tight_loop_without_the_loop_stop(random_models, monkeypatch):
+    """The engine routes forced counts (``min_new_tokens``) to greedy_decode, with no stop-on-loop (random
+    weights loop, and a forced count must not stop early); requests (no forced count) keep the stop."""
+    import speakerscribe.asr.decoding as decoding
+    import speakerscribe.asr.engine as asr
+    from speakerscribe.options import AsrOptions
+    from speakerscribe.records import Span, Waveform
+    from speakerscribe.runtime import resolve_placement
+
+    engine = asr.WhisperEngine.load(str(random_models.whisper_en), resolve_placement("cpu"), max_new_tokens=12)
+    calls, real = [], decoding.greedy_decode
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decoding, "greedy_decode", spy)
+    audio = Waveform((0.1 * np.random.default_rng(0).standard_normal(16000 * 3)).astype(np.float32))
+    options = AsrOptions(temperature=0.0, fallback_temperatures=())
+    engine.transcribe(audio, [Span(0.0, 3.0)], options)
+    assert calls[-1]["min_new_tokens"] == 0 and calls[-1]["stop_row"] is not None
+    engine.min_new_tokens = 12
+    engine.transcribe(audio, [Span(0.0, 3.0)], options)
+    assert calls[-1]["min_new_tokens"] == 12 and calls[-1]["stop_row"] is None

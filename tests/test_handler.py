@@ -411,6 +411,7 @@ def test_static_cache_on_cuda_decodes_in_the_thread_that_warmed_it_up(random_mod
 
     from transformers.generation.utils import GenerationMixin
 
+    from speakerscribe.asr.engine import own_cuda_graph_state
     from speakerscribe.runtime import OwnThread
 
     cached = make_handler(
@@ -432,8 +433,13 @@ def test_static_cache_on_cuda_decodes_in_the_thread_that_warmed_it_up(random_mod
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(GenerationMixin, "generate", recording)
-    asr.decoder_thread = OwnThread("static-cache decoder")
+    asr.decoder_thread = OwnThread("static-cache decoder", setup=own_cuda_graph_state)
     asr.warmup(2)
+    import torch
+
+    # the thread has CUDA-graph-tree state of its own, whichever thread imported cudagraph_trees first
+    assert asr.decoder_thread.run(torch._C._is_key_in_tls, "tree_manager_containers")
+    assert asr.decoder_thread.run(asr.decoder_thread.run, len, "abc") == 3  # a call from inside runs at once
     with ThreadPoolExecutor(max_workers=3) as pool:
         answers = [out["chunks"] for out in pool.map(cached, requests)]
     assert answers == expected

@@ -70,7 +70,8 @@ class WhisperEngine:
         self._generate_lock = threading.Lock() if static_cache else contextlib.nullcontext()
         # ... and on CUDA, where the decoder step is compiled with CUDA graphs, all of that decoding (the warm-up's
         # too) runs in one thread of its own: the graphs belong to the thread that made them (runtime.OwnThread)
-        self.decoder_thread = OwnThread("static-cache decoder") if static_cache and placement.is_cuda else None
+        compiled = static_cache and placement.is_cuda
+        self.decoder_thread = OwnThread("static-cache decoder", setup=own_cuda_graph_state) if compiled else None
         self.min_new_tokens: int | None = None  # benchmarks force a token count per window
         self.feature_extractor = feature_extractor
         self.tokenizer = tokenizer
@@ -263,6 +264,23 @@ class WhisperEngine:
 
     def generate_with_transformers(self, encoder_outputs, ids, new_tokens: int, assistant=None, temperature=0.0):
         return decoding.generate_with_transformers(self, encoder_outputs, ids, new_tokens, assistant, temperature)
+
+
+def own_cuda_graph_state() -> None:
+    """Give the calling thread its own CUDA-graph-tree state. PyTorch up to 2.11 creates that state only in the
+    thread that first imports ``torch._inductor.cudagraph_trees`` and asserts in any other (pytorch/pytorch#123177;
+    later releases create it per thread on first use, as this does): whichever thread imported it first, the
+    static-cache decoder thread compiles and replays its graphs with state of its own."""
+    import torch
+
+    try:
+        from torch._inductor import cudagraph_trees
+    except ImportError:  # a PyTorch without inductor compiles nothing
+        return
+    tls_key = "tree_manager_containers"
+    init = getattr(cudagraph_trees, "_initialize_tls", None)
+    if init is not None and not hasattr(cudagraph_trees.local, tls_key) and not torch._C._is_key_in_tls(tls_key):
+        init(cudagraph_trees.local)
 
 
 def load_assistant(auto_class, assistant_id: str, kwargs: dict):
