@@ -10,9 +10,9 @@ import pytest
 from speakerscribe.asr.greedy import TimestampRules, greedy_decode
 
 
-def _hf_generate(model, encoder_states, prompt, max_new, stop=None, temperature=0.0):
+def _hf_generate(model, encoder_states, prompt, max_new, stop=None, temperature=0.0, min_new=None):
     """``GenerationMixin.generate`` as the engine called it before the tight loop: greedy, or sampled at
-    ``temperature`` from the process-wide generator."""
+    ``temperature`` from the process-wide generator; ``min_new`` forbids end-of-text for that many tokens."""
     import torch
     from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
     from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
@@ -31,6 +31,7 @@ def _hf_generate(model, encoder_states, prompt, max_new, stop=None, temperature=
         top_k=0 if temperature > 0 else None,
         num_beams=1,
         max_length=prompt.shape[1] + max_new,
+        min_new_tokens=min_new,
         suppress_tokens=list(gen.suppress_tokens or []) or None,
         begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
     )
@@ -276,10 +277,6 @@ def test_forced_token_counts_run_the_tight_loop_and_equal_generate(random_models
     ``generate`` gives with ``min_new_tokens`` (which the engine used for them before, so GPU benchmarks measured
     transformers' loop instead of the one requests run)."""
     import torch
-    from transformers import GenerationConfig
-    from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
-    from transformers.generation.utils import GenerationMixin
-    from transformers.modeling_outputs import BaseModelOutput
 
     model = _load(random_models.whisper_en)
     rules = TimestampRules.from_generation_config(model.generation_config)
@@ -298,43 +295,11 @@ def test_forced_token_counts_run_the_tight_loop_and_equal_generate(random_models
     # unforced, the rows end early: the forcing is what made every row 30 tokens long
     assert free.shape[1] < forced.shape[1]
 
-    gen = model.generation_config
-    config = GenerationConfig(
-        decoder_start_token_id=gen.decoder_start_token_id,
-        eos_token_id=rules.eos,
-        pad_token_id=rules.eos,
-        bos_token_id=rules.eos,
-        do_sample=False,
-        num_beams=1,
-        max_length=prompt.shape[1] + 30,
-        min_new_tokens=30,
-        suppress_tokens=list(gen.suppress_tokens or []) or None,
-        begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
-    )
-    with torch.inference_mode():
-        theirs = GenerationMixin.generate(
-            model,
-            encoder_outputs=BaseModelOutput(last_hidden_state=states),
-            decoder_input_ids=prompt,
-            generation_config=config,
-            logits_processor=[WhisperTimeStampLogitsProcessor(gen, begin_index=prompt.shape[1])],
-        )
-    assert forced.tolist() == theirs.tolist()
+    assert forced.tolist() == _hf_generate(model, states, prompt, 30, min_new=30).tolist()
     # fewer forced than allowed: end-of-text is forbidden for exactly min_new_tokens steps, as generate forbids it
-    import copy
-
-    fewer = copy.deepcopy(config)
-    fewer.min_new_tokens = 10
     with torch.inference_mode():
         partly = greedy_decode(model, states, prompt, rules, 30, min_new_tokens=10)
-        theirs = GenerationMixin.generate(
-            model,
-            encoder_outputs=BaseModelOutput(last_hidden_state=states),
-            decoder_input_ids=prompt,
-            generation_config=fewer,
-            logits_processor=[WhisperTimeStampLogitsProcessor(gen, begin_index=prompt.shape[1])],
-        )
-    assert partly.tolist() == theirs.tolist()
+    assert partly.tolist() == _hf_generate(model, states, prompt, 30, min_new=10).tolist()
     ends = [row.index(rules.eos) for row in partly[:, prompt.shape[1] :].tolist() if rules.eos in row]
     assert ends and min(ends) >= 10 and partly.shape[1] < forced.shape[1]
 

@@ -277,10 +277,19 @@ def own_cuda_graph_state() -> None:
         from torch._inductor import cudagraph_trees
     except ImportError:  # a PyTorch without inductor compiles nothing
         return
-    tls_key = "tree_manager_containers"
-    init = getattr(cudagraph_trees, "_initialize_tls", None)
-    if init is not None and not hasattr(cudagraph_trees.local, tls_key) and not torch._C._is_key_in_tls(tls_key):
-        init(cudagraph_trees.local)
+    local = cudagraph_trees.local
+    if hasattr(local, "tree_manager_containers") or torch._C._is_key_in_tls("tree_manager_containers"):
+        return  # this thread has it already (it imported the module, or PyTorch made it)
+    if hasattr(cudagraph_trees, "_initialize_tls"):  # releases with the fix expose what they run per thread
+        cudagraph_trees._initialize_tls(local)
+        return
+    # older releases run these at import only: the same for this thread (per device: a container, a lock)
+    from collections import defaultdict
+
+    local.tree_manager_containers = {}
+    local.tree_manager_locks = defaultdict(threading.Lock)
+    torch._C._stash_obj_in_tls("tree_manager_containers", local.tree_manager_containers)
+    torch._C._stash_obj_in_tls("tree_manager_locks", local.tree_manager_locks)
 
 
 def load_assistant(auto_class, assistant_id: str, kwargs: dict):
