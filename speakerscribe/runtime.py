@@ -17,7 +17,9 @@ Process-wide side effects this package makes, all here:
   idle workers to sleep after every parallel region. The small per-step kernels of greedy decoding and of the
   speech detector then pay a wake-up each: measured on 2 cores, a short tiny.en request took 0.98 s with no other
   thread and 1.98 s while one idle thread that had run a single matmul was alive (decoding 0.64 -> 1.33 s, speech
-  detection 0.12 -> 0.43 s), and 1.01 s again once it ended.
+  detection 0.12 -> 0.43 s), and 1.01 s again once it ended. One exception, on CUDA only: with ``STATIC_CACHE`` the
+  compiled decoder runs in one long-lived thread of its own (:class:`OwnThread`), since its CUDA graphs belong to
+  the thread that made them.
 * Library output is switched off only around our own calls, with each library's own switch, and put back after:
   transformers' and huggingface_hub's progress bars while models load (:func:`no_progress_bars`), transformers'
   log verbosity around the draft model's load and the assisted ``generate`` (:func:`quiet_transformers`: the
