@@ -186,7 +186,9 @@ def healthy(container, image, pytestconfig) -> float:
             return seconds
         time.sleep(0.5)
     logs = podman("logs", container.name, check=False)
-    pytest.fail(f"not healthy after {window:.0f} s (last: {status} {last_error}): {(logs.stdout + logs.stderr)[-3000:]}")
+    pytest.fail(
+        f"not healthy after {window:.0f} s (last: {status} {last_error}): {(logs.stdout + logs.stderr)[-3000:]}"
+    )
 
 
 def test_the_server_runs_as_uid_1000_and_is_healthy_within_the_images_health_check_window(container, image, healthy):
