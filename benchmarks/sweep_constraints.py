@@ -31,7 +31,8 @@ WORSE = 0.02
 def candidates(args) -> list[dict]:
     """Each ``--only`` entry: comma-separated key=value of t (threshold, or 'plain' for pyannote's clustering),
     l (min_links), s (split_distance), f (split_floor), g (near_share), m (merged_share on narrowband audio),
-    a (small_share), an (small_share on narrowband audio), second (on/off)."""
+    a (small_share), an (small_share on narrowband audio), mw / aw / lw / sw (merged_share / small_share /
+    min_links / split_distance on wideband audio), second (on/off)."""
     if args.only:
         rows = []
         for text in args.only:
@@ -141,6 +142,10 @@ def main() -> int:
             )
             pipeline.clustering.narrowband_merged_share = cand.get("m", 0.0)
             pipeline.clustering.narrowband_small_share = cand.get("an", 0.0)
+            pipeline.clustering.wideband_merged_share = cand.get("mw", 0.0)
+            pipeline.clustering.wideband_small_share = cand.get("aw", 0.0)
+            pipeline.clustering.wideband_min_links = int(cand.get("lw", cand["l"]))
+            pipeline.clustering.wideband_split_distance = cand.get("sw", cand["s"])
         second = cand["second"]
         scores: dict = {}
         worse = []

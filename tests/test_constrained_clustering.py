@@ -4,6 +4,8 @@ check is in the last test."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -118,6 +120,43 @@ def test_merged_share_applies_the_constraints_where_pairs_look_far_but_linkage_m
     assert constrained_clusters(far, chunks, ConstraintOptions(merged_share=0.5)) is None
 
 
+def _spread_voices(windows: int, gap: float, spread: float, seed: int):
+    """Two voices whose single embeddings scatter widely around centres ``gap`` apart, both heard in every window:
+    (embeddings, chunks, truth, distances of the pairs heard at once)."""
+    rng = np.random.default_rng(seed)
+    a = _unit(rng.normal(size=64))
+    b = _unit(a + gap * _unit(rng.normal(size=64)))
+    rows, chunks, truth = [], [], []
+    for c in range(windows):
+        for who, centre in enumerate((a, b)):
+            rows.append(_unit(centre + spread * _unit(rng.normal(size=64))))
+            chunks.append(c)
+            truth.append(who)
+    x = np.array(rows)
+    return x, np.array(chunks), np.array(truth), np.linalg.norm(x[0::2] - x[1::2], axis=1)
+
+
+WIDEBAND = ConstraintOptions(merged_share=0.9, small_share=0.15, min_links=3, split_distance=1.1)
+
+
+def test_wideband_evidence_keeps_far_apart_voices_apart_and_ignores_a_person_split_nearby():
+    """The wideband settings (pyannote_pipeline.ConstrainedAgglomerativeClustering): spread embeddings of two voices
+    heard together, each pair beyond the link distance, are merged by plain linkage and kept apart by the evidence;
+    one person whose two halves in a window sit closer than the link distance (though beyond the telephone one) is
+    no evidence, and stays one cluster."""
+    x, chunks, truth, pairs = _spread_voices(windows=12, gap=1.3, spread=1.0, seed=3)
+    assert pairs.min() >= WIDEBAND.split_distance  # every pair heard at once is evidence here
+    plain = constrained_clusters(x, chunks, ConstraintOptions(near_share=0.0, min_links=10**9))
+    assert len(np.unique(plain)) == 1  # plain centroid linkage merges the two voices
+    labels = constrained_clusters(x, chunks, WIDEBAND)
+    assert labels is not None and len(np.unique(labels)) == 2 and _purity(labels, truth) == 1.0
+    # one person whose two halves (the segmentation model's two local speakers) sit 0.6-0.8 apart in every window
+    y, chunks, _, pairs = _spread_voices(windows=12, gap=0.8, spread=0.2, seed=4)
+    assert ConstraintOptions().split_distance <= pairs.min() and pairs.max() < WIDEBAND.split_distance
+    assert len(np.unique(constrained_clusters(y, chunks, replace(WIDEBAND, near_share=0.0)))) == 1
+    assert len(np.unique(constrained_clusters(y, chunks, ConstraintOptions(near_share=0.0)))) == 2  # telephone's
+
+
 def test_small_share_folds_a_few_mixed_local_speakers_into_a_voice():
     """Four local speakers that mix the two voices (heard beside both, so the evidence keeps them apart from each)
     make a third cluster of 6% of the embeddings; small_share folds it into the nearest voice without a count, and
@@ -210,6 +249,8 @@ def test_real_telephone_calls_keep_their_voices_apart_with_constraints(real_mode
             ):
                 build(pipeline, True, constrained=mode == "constrained")
                 assert type(pipeline.clustering) is cls  # build sets the clustering both ways
+                if mode == "constrained":  # as the service's diarizer finds for these calls (test_bandwidth.py)
+                    pipeline.clustering.narrowband = True
                 out = pipeline(file).speaker_diarization
                 hyp = [(s.start, s.end, label) for s, _, label in out.itertracks(yield_label=True)]
                 scores[mode].append(der_turns(ref, hyp, call.uem)["diarization error rate"])

@@ -116,6 +116,15 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
     narrowband = False
     narrowband_merged_share = 0.5
     narrowband_small_share = 0.15
+    # wideband audio: the same two rules with stricter evidence. Plain centroid linkage at the threshold puts every
+    # calibration meeting into one cluster (centroids of spread unit vectors shrink), so the gate opens wherever
+    # voices are heard at once; a pair heard at once counts only when its embeddings are this far apart (one
+    # person's two halves in a window sat 0.83-1.13 apart, two people 1.14-1.38: 10-90% of the calibration pairs),
+    # and two clusters stay apart only with this many such pairs (a merged share of 0 turns the rules off here)
+    wideband_merged_share = 0.9
+    wideband_small_share = 0.15
+    wideband_min_links = 3
+    wideband_split_distance = 1.1
 
     def __call__(self, embeddings, segmentations=None, num_clusters=None, min_clusters=None, max_clusters=None, **kw):
         with ignoring_warning(RuntimeWarning, "Mean of empty slice"), np.errstate(invalid="ignore"):
@@ -127,6 +136,14 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
             if self.narrowband:
                 options = replace(
                     options, merged_share=self.narrowband_merged_share, small_share=self.narrowband_small_share
+                )
+            elif self.wideband_merged_share > 0:
+                options = replace(
+                    options,
+                    merged_share=self.wideband_merged_share,
+                    small_share=self.wideband_small_share,
+                    min_links=self.wideband_min_links,
+                    split_distance=self.wideband_split_distance,
                 )
             # pyannote passes min 1 and max inf when no count was asked
             counted = (
