@@ -20,15 +20,17 @@ def _unit(v):
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
 
 
-def _two_close_voices(windows=30, spread=0.05, gap=0.4, seed=0):
-    """Two speakers whose centres are ``gap`` apart (closer than the 0.95 threshold), both heard in every window."""
+def _two_close_voices(windows=30, spread=0.05, gap=0.4, seed=0, even=False):
+    """Two speakers whose centres are ``gap`` apart (closer than the 0.95 threshold), both heard in every window;
+    each embedding is its centre plus noise of ``spread`` per dimension, or (``even``) of length ``spread``."""
     rng = np.random.default_rng(seed)
     a = _unit(rng.normal(size=64))
     b = _unit(a + gap * _unit(rng.normal(size=64)))
     rows, chunks, truth = [], [], []
     for c in range(windows):
         for who, centre in enumerate((a, b)):
-            rows.append(_unit(centre + spread * rng.normal(size=64)))
+            noise = rng.normal(size=64)
+            rows.append(_unit(centre + spread * (_unit(noise) if even else noise)))
             chunks.append(c)
             truth.append(who)
     return np.array(rows), np.array(chunks), np.array(truth), np.linalg.norm(a - b)
@@ -123,17 +125,8 @@ def test_merged_share_applies_the_constraints_where_pairs_look_far_but_linkage_m
 def _spread_voices(windows: int, gap: float, spread: float, seed: int):
     """Two voices whose single embeddings scatter widely around centres ``gap`` apart, both heard in every window:
     (embeddings, chunks, truth, distances of the pairs heard at once)."""
-    rng = np.random.default_rng(seed)
-    a = _unit(rng.normal(size=64))
-    b = _unit(a + gap * _unit(rng.normal(size=64)))
-    rows, chunks, truth = [], [], []
-    for c in range(windows):
-        for who, centre in enumerate((a, b)):
-            rows.append(_unit(centre + spread * _unit(rng.normal(size=64))))
-            chunks.append(c)
-            truth.append(who)
-    x = np.array(rows)
-    return x, np.array(chunks), np.array(truth), np.linalg.norm(x[0::2] - x[1::2], axis=1)
+    x, chunks, truth, _ = _two_close_voices(windows, spread, gap, seed, even=True)
+    return x, chunks, truth, np.linalg.norm(x[0::2] - x[1::2], axis=1)
 
 
 WIDEBAND = ConstraintOptions(merged_share=0.9, small_share=0.15, min_links=3, split_distance=1.1)

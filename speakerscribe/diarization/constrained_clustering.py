@@ -18,9 +18,11 @@ separates people, and the pairs that do fall under it are mostly a local speaker
 constraints would turn into an extra speaker. Then plain centroid linkage runs (the function returns None).
 Individual pairs can also sit beyond the threshold while the centroids of the two voices do not (centroids of unit
 vectors are shorter than one): ``merged_share`` then applies the constraints when plain linkage puts that share of
-the pairs heard at once into one cluster. On wideband audio that wider gate turned one person into several (the
-mixed local speakers again), so the caller uses it on telephone audio only, with ``small_share``: without a count,
-a cluster of under that share of the embeddings folds into its nearest cluster, allowed or not
+the pairs heard at once into one cluster, with ``small_share``: without a count, a cluster of under that share of
+the embeddings folds into its nearest cluster, allowed or not. On telephone audio the caller uses that wider gate
+with the evidence as above; on wideband audio, where with the same evidence it turned one person into several (the
+mixed local speakers again), only with stricter evidence: a pair links only when its embeddings are much further
+apart, and more of them are needed
 (:class:`speakerscribe.diarization.pyannote_pipeline.ConstrainedAgglomerativeClustering`).
 
 A speaker count (``num`` / ``min`` / ``max``) chooses among the clusterings the evidence allows: above the count,
