@@ -137,6 +137,10 @@ def test_wideband_evidence_keeps_far_apart_voices_apart_and_ignores_a_person_spl
     heard together, each pair beyond the link distance, are merged by plain linkage and kept apart by the evidence;
     one person whose two halves in a window sit closer than the link distance (though beyond the telephone one) is
     no evidence, and stays one cluster."""
+    from speakerscribe.diarization.pyannote_pipeline import ConstrainedAgglomerativeClustering as Shipped
+
+    for field in ("merged_share", "small_share", "min_links", "split_distance"):  # the settings the service uses
+        assert getattr(Shipped, f"wideband_{field}") == getattr(WIDEBAND, field), field
     x, chunks, truth, pairs = _spread_voices(windows=12, gap=1.3, spread=1.0, seed=3)
     assert pairs.min() >= WIDEBAND.split_distance  # every pair heard at once is evidence here
     plain = constrained_clusters(x, chunks, ConstraintOptions(near_share=0.0, min_links=10**9))
