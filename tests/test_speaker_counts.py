@@ -198,3 +198,117 @@ def test_speakers_holding_real_speech_are_not_folded():
     assert diarizer._absorb(Diarization(turns, turns), frames, 2) is None  # 10 s of 42 is a person: count again
     assert diarizer._absorb(Diarization(turns, turns), frames, 3) is None  # not too many
     assert diarizer._absorb(Diarization(turns, turns), None, 2) is None  # no frames (not CAM++)
+
+
+class StrayPipeline(EvidencePipeline):
+    """The evidence of ``_absorber``'s frames as a pyannote pipeline would give it: voice A 0-20 s, voice B 20-40 s,
+    and a third label on ``stray`` seconds at the end that sound like B; a count gets the same turns, labelled
+    COUNTED_."""
+
+    def __init__(self, frames, stray: float = 2.0):
+        super().__init__(found=3)
+        self.frames, self.stray = frames, stray
+        self.last_frames = None
+
+    def __call__(self, audio, num_speakers=None, min_speakers=None, max_speakers=None, hook=None):
+        from pyannote.core import Annotation, Segment
+
+        super().__call__(audio, num_speakers, min_speakers, max_speakers, hook)
+        self.last_frames = self.frames
+        ann = Annotation()
+        end = 42.0 - self.stray
+        counted = any(v is not None for v in (num_speakers, min_speakers, max_speakers))
+        for k, (a, b) in enumerate([(0.0, 20.0), (20.0, end), (end, 42.0)]):
+            ann[Segment(a, b)] = f"COUNTED_{k:02d}" if counted else f"SPEAKER_{k:02d}"
+        return ann
+
+
+def _stray_diarizer(stray: float = 2.0):
+    diarizer, frames = _absorber()
+    diarizer.pipeline = StrayPipeline(frames, stray)
+    diarizer.shared_frames = True
+    diarizer.recluster = False
+    return diarizer
+
+
+LONG_WAVE = Waveform(np.zeros(16000 * 42, dtype=np.float32))
+
+
+def test_without_a_count_a_stray_speaker_folds_into_its_nearest_voice():
+    diarizer = _stray_diarizer()
+    assert diarizer.fold_share > 2.0 / 42  # 2 s of 42: under the share
+    result = diarizer(LONG_WAVE)
+    assert [(t.start, t.end, t.speaker) for t in result.turns] == [
+        (0.0, 20.0, "SPEAKER_00"),
+        (20.0, 42.0, "SPEAKER_01"),  # joined with B's turn: the stray piece sounds like B, not A
+    ]
+    # a range that allows fewer speakers folds too; min_speakers is a floor the fold keeps
+    assert _speakers(diarizer(LONG_WAVE, SpeakerCounts(max=5))) == 2
+    assert _speakers(diarizer(LONG_WAVE, SpeakerCounts(min=3))) == 3
+    # a count judges the folded result: three asked, two left, so clustering runs again with the count
+    diarizer.pipeline.calls.clear()
+    assert {t.speaker for t in diarizer(LONG_WAVE, SpeakerCounts(num=3)).turns} == {
+        f"COUNTED_{k:02d}" for k in range(3)
+    }
+    assert [c["num_speakers"] for c in diarizer.pipeline.calls] == [None, 3]
+
+
+def test_a_speaker_with_real_speech_is_not_folded_and_the_rule_can_be_turned_off():
+    diarizer = _stray_diarizer(stray=8.0)  # 8 s of 42 (19%) of a third voice: a person
+    diarizer.pipeline.frames[:, 1700:] = torch_tensor([0.0, 0.0, 0.0, 1.0])[:, None]
+    assert _speakers(diarizer(LONG_WAVE)) == 3
+    diarizer = _stray_diarizer()
+    diarizer.fold_share = 0.0
+    diarizer.alike_cosine = None
+    assert _speakers(diarizer(LONG_WAVE)) == 3
+    diarizer = _stray_diarizer()
+    diarizer.shared_frames = False  # no CAM++ frames (not CAM++): nothing to compare voices with, nothing folds
+    assert _speakers(diarizer(LONG_WAVE)) == 3
+
+
+def test_on_wideband_audio_two_speakers_whose_whole_speech_is_alike_are_one(monkeypatch):
+    import speakerscribe.diarization.diarizer as module
+
+    diarizer = _stray_diarizer(stray=8.0)  # 8 s (19%, not stray) that sound like B (cosine 0.8)
+    diarizer.pipeline.frames[:, 1700:] = torch_tensor([0.0, 0.8, 0.6, 0.0])[:, None]
+    result = diarizer(LONG_WAVE)
+    assert [(t.start, t.end, t.speaker) for t in result.turns] == [
+        (0.0, 20.0, "SPEAKER_00"),
+        (20.0, 42.0, "SPEAKER_01"),
+    ]
+    assert _speakers(diarizer(LONG_WAVE, SpeakerCounts(min=3))) == 3  # never below min_speakers
+    # a count of two is met by the same rule (8 s is too much speech to absorb): clustering does not run again
+    diarizer.pipeline.calls.clear()
+    assert diarizer(LONG_WAVE, SpeakerCounts(num=2)).turns == result.turns
+    assert len(diarizer.pipeline.calls) == 1
+    assert _speakers(diarizer(LONG_WAVE, SpeakerCounts(num=3))) == 3  # three asked: clustering runs again
+    diarizer.alike_cosine = 0.85  # less alike than that: two people
+    assert _speakers(diarizer(LONG_WAVE)) == 3
+    diarizer.alike_cosine = 0.65
+    # on a telephone line every voice sounds alike (different people reach 0.85): the rule stays off there
+    monkeypatch.setattr(module, "is_narrowband", lambda samples, rate: True)
+    assert _speakers(diarizer(LONG_WAVE)) == 3
+
+
+def torch_tensor(values):
+    import torch
+
+    return torch.tensor(values)
+
+
+def test_in_a_meeting_of_many_people_each_holding_little_none_is_folded_for_it():
+    import torch
+
+    from speakerscribe.records import Diarization
+
+    diarizer, _ = _absorber()
+    frames = torch.rand(4, 50 * 40, generator=torch.Generator().manual_seed(0))
+    # twelve people with 3.2 s each (8% of the speech, under fold_share): an equal share, not stray pieces
+    turns = _turns(*[(3.2 * k, 3.2 * (k + 1), f"SPEAKER_{k:02d}") for k in range(12)])
+    assert 3.2 / (12 * 3.2) < diarizer.fold_share
+    result = Diarization(turns, turns)
+    # (narrowband: the alike rule is off, and random frames in four dimensions are alike)
+    assert diarizer._fold_strays(result, frames, 1, narrowband=True) is result
+    # a thirteenth with half a second among them is stray
+    stray = turns + _turns((38.4, 38.9, "SPEAKER_12"))
+    assert _speakers(diarizer._fold_strays(Diarization(stray, stray), frames, 1, narrowband=True)) == 12

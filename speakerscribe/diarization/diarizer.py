@@ -24,6 +24,7 @@ from ..speakers.voiceprints import (
 from ..timing import StageTimer
 from .recluster import ReclusterOptions, recluster
 from .shared_frames import FRAME_HOP
+from .speaker_folding import fold_speakers
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,13 @@ class SpeakerDiarizer:
         # a count asking for fewer speakers folds the smallest ones in when together they hold at most this share
         # of the speech (as the second pass asks of a new speaker: speakerscribe.diarization.recluster)
         self.absorb_share = ReclusterOptions().min_share
+        # without a count, a speaker holding under this share of the exclusive speech is folded into the nearest
+        # other speaker: on the calibration conversations every such speaker was a stray piece of someone already
+        # found (1-6 s of a person the clustering split off), never a person of their own; 0 turns it off
+        self.fold_share = 0.09
+        # and on wideband audio, two speakers whose whole speech is this alike (cosine) are one person
+        # (speakerscribe.diarization.speaker_folding); None turns it off. README, "Stray and alike speakers folded"
+        self.alike_cosine = 0.65
         self._lock = threading.Lock()
 
     @classmethod
@@ -151,8 +159,9 @@ class SpeakerDiarizer:
         }
         with self._lock, tf32_guard(self.allow_tf32), torch.inference_mode(), features_once(self.pipeline):
             clustering = getattr(self.pipeline, "clustering", None)
+            narrowband = is_narrowband(waveform.samples, waveform.sample_rate)
             if hasattr(clustering, "narrowband"):  # the cannot-link clustering's gate depends on the channel
-                clustering.narrowband = is_narrowband(waveform.samples, waveform.sample_rate)
+                clustering.narrowband = narrowband
             hook = {} if checkpoint is None else {"hook": lambda *args, **kwargs: checkpoint()}
             try:
                 # a count first looks at the result without one, and keeps it when it has that many speakers: a
@@ -160,6 +169,9 @@ class SpeakerDiarizer:
                 # people than the voices heard, the clustering does not cut one voice in two) (issue 26)
                 first = SpeakerCounts() if self.count_after_evidence else speakers
                 result, frames = self._diarize(audio, waveform.duration, first, hook)
+                # stray pieces of one person are not a speaker (never below min_speakers); a count then judges the
+                # result so tidied, as it would the answer without one
+                result = self._fold_strays(result, frames, speakers.min or 1, narrowband)
                 if first != speakers and not speakers.allows(_count(result)):
                     absorbed = self._absorb(result, frames, speakers.num or speakers.max)
                     if absorbed is not None:  # too many, and the extra ones are small: folded in, nothing else moves
@@ -201,22 +213,38 @@ class SpeakerDiarizer:
         labels = sorted({t.speaker for t in turns})
         if frames is None or most is None or len(labels) <= most:
             return None
-        seconds = np.array([sum(t.end - t.start for t in turns if t.speaker == label) for label in labels])
-        order = np.argsort(seconds, kind="stable")
-        folded = order[: len(labels) - most]
-        if seconds[folded].sum() > self.absorb_share * seconds.sum():
+        seconds = _speaker_seconds(turns, labels)
+        if np.sort(seconds)[: len(labels) - most].sum() > self.absorb_share * seconds.sum():
             return None
+        return self._folded(result, frames, labels, seconds, fold=len(labels) - most)
+
+    def _fold_strays(self, result: Diarization, frames, least: int, narrowband: bool) -> Diarization:
+        """``result`` with every speaker holding under ``fold_share`` of the exclusive speech (and under half an equal
+        share) folded into the nearest other speaker, smallest first, then, on wideband audio, speakers whose whole
+        speech is at least ``alike_cosine`` alike joined; at least ``least`` speakers stay (unchanged without CAM++
+        frames)."""
+        turns = result.exclusive or result.turns
+        labels = sorted({t.speaker for t in turns})
+        if frames is None or len(labels) <= max(least, 1):
+            return result
+        seconds = _speaker_seconds(turns, labels)
+        # and under half an equal share: in a meeting of many people each holds little, and none is folded for it
+        small = int((seconds < min(self.fold_share, 0.5 / len(labels)) * seconds.sum()).sum())
+        alike = None if narrowband else self.alike_cosine  # telephone voices are all alike: different people reach 0.85
+        if small == 0 and alike is None:
+            return result
+        return self._folded(result, frames, labels, seconds, fold=small, alike=alike, least=least)
+
+    def _folded(
+        self, result: Diarization, frames, labels: list[str], seconds: np.ndarray, fold: int, alike=None, least=1
+    ) -> Diarization:
+        """``result`` relabelled by :func:`speakerscribe.diarization.speaker_folding.fold_speakers` on the speakers'
+        CAM++ frames (their exclusive turns)."""
+        turns = result.exclusive or result.turns
         emb = frame_speaker_embeddings(self.frame_pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
-        emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-9)
-        sums = emb * seconds[:, None]
-        alive = np.ones(len(labels), dtype=bool)
-        target = np.arange(len(labels))
-        for k in folded:  # smallest first, each into the nearest speaker still standing
-            alive[k] = False
-            centres = sums[alive] / np.maximum(np.linalg.norm(sums[alive], axis=1, keepdims=True), 1e-9)
-            into = np.flatnonzero(alive)[int(np.argmax(centres @ emb[k]))]
-            sums[into] += sums[k]
-            target[target == k] = into
+        target = fold_speakers(emb, seconds, fold=fold, alike=alike, least=least)
+        if (target == np.arange(len(labels))).all():
+            return result
         merged = {labels[k]: labels[int(target[k])] for k in range(len(labels))}
         # numbered again by first appearance, as pyannote numbers them
         first_seen = list(dict.fromkeys(merged[t.speaker] for t in sorted(turns, key=lambda t: t.start)))
@@ -319,6 +347,15 @@ class SpeakerDiarizer:
 
 def _count(result: Diarization) -> int:
     return len({t.speaker for t in result.turns})
+
+
+def _speaker_seconds(turns: tuple[SpeakerTurn, ...], labels: list[str]) -> np.ndarray:
+    """Seconds of ``turns`` per label, in the order of ``labels``."""
+    index = {label: k for k, label in enumerate(labels)}
+    seconds = np.zeros(len(labels))
+    for t in turns:
+        seconds[index[t.speaker]] += t.end - t.start
+    return seconds
 
 
 @contextmanager
