@@ -32,7 +32,9 @@ def candidates(args) -> list[dict]:
     """Each ``--only`` entry: comma-separated key=value of t (threshold, or 'plain' for pyannote's clustering),
     l (min_links), s (split_distance), f (split_floor), g (near_share), m (merged_share on narrowband audio),
     a (small_share), an (small_share on narrowband audio), mw / aw / lw / sw (merged_share / small_share /
-    min_links / split_distance on wideband audio), second (on/off)."""
+    min_links / split_distance on wideband audio), fs (the diarizer's fold_share: speakers under that share of the
+    speech folded without a count; the service's value when absent), ac (its alike_cosine on wideband audio, 0: off;
+    the service's value when absent), second (on/off)."""
     if args.only:
         rows = []
         for text in args.only:
@@ -111,6 +113,7 @@ def main() -> int:
     pipeline = cached(Pipeline.from_pretrained(args.models / "diarization"), True)
     diarizer = SpeakerDiarizer(pipeline, Placement("cpu", "float32", "sdpa"), shared_frames=True)
     base_threshold = float(pipeline.clustering.threshold)
+    fold_share, alike_cosine = diarizer.fold_share, diarizer.alike_cosine
     waves = {uri: Waveform(file["waveform"][0].numpy()) for _, uri, file, *_ in items}  # one array per file
     start = time.perf_counter()
     for _, uri, *_ in items:
@@ -146,6 +149,8 @@ def main() -> int:
             pipeline.clustering.wideband_small_share = cand.get("aw", 0.0)
             pipeline.clustering.wideband_min_links = int(cand.get("lw", cand["l"]))
             pipeline.clustering.wideband_split_distance = cand.get("sw", cand["s"])
+        diarizer.fold_share = cand.get("fs", fold_share)
+        diarizer.alike_cosine = cand.get("ac", alike_cosine) or None
         second = cand["second"]
         scores: dict = {}
         worse = []
