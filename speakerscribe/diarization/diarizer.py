@@ -60,9 +60,9 @@ class SpeakerDiarizer:
         # a count asking for fewer speakers folds the smallest ones in when together they hold at most this share
         # of the speech (as the second pass asks of a new speaker: speakerscribe.diarization.recluster)
         self.absorb_share = ReclusterOptions().min_share
-        # without a count, a speaker holding under this share of the exclusive speech is folded into the nearest
-        # other speaker: on the calibration conversations every such speaker was a stray piece of someone already
-        # found (1-6 s of a person the clustering split off), never a person of their own; 0 turns it off
+        # a speaker holding under this share of the exclusive speech is folded into the nearest other speaker, before
+        # any count is checked: on the calibration conversations every such speaker was a stray piece of someone
+        # already found (1-6 s of a person the clustering split off), never a person of their own; 0 turns it off
         self.fold_share = 0.09
         # and on wideband audio, two speakers whose whole speech is this alike (cosine) are one person
         # (speakerscribe.diarization.speaker_folding); None turns it off. README, "Stray and alike speakers folded"
@@ -139,7 +139,8 @@ class SpeakerDiarizer:
     ) -> Diarization:
         """Speaker turns of ``waveform``.
 
-        ``speakers`` (checked when it was built) only changes a result without a count that breaks it: too many
+        The result without a count has its stray and alike speakers folded first (:meth:`_fold_strays`, never below
+        ``min_speakers``). ``speakers`` (checked when it was built) only changes a result that breaks it: too many
         speakers whose extra ones are small are folded into the nearest (:meth:`_absorb`); otherwise clustering runs
         again with the count on the same segmentation and embeddings, and that result is kept only when it comes
         closer to the count. A count never replaces the evidence's answer by a worse cut, and may be missed when

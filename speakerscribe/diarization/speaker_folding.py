@@ -5,7 +5,7 @@ an embedding of all of their speech (CAM++ frames pooled over their exclusive tu
 use it, on speaker-level records only (no audio here):
 
 * a speaker holding very little of the speech is folded into the speaker whose voice is nearest (the diarizer
-  decides which and how many: :meth:`speakerscribe.diarization.diarizer.SpeakerDiarizer._fold_small` and
+  decides which and how many: :meth:`speakerscribe.diarization.diarizer.SpeakerDiarizer._fold_strays` and
   ``_absorb``);
 * two speakers whose whole speech sounds alike (cosine at or above ``alike``) are one person: on wideband
   calibration meetings, pairs of different people reached 0.54 at most (AMI included), the pieces of one person
