@@ -312,3 +312,17 @@ def test_in_a_meeting_of_many_people_each_holding_little_none_is_folded_for_it()
     # a thirteenth with half a second among them is stray
     stray = turns + _turns((38.4, 38.9, "SPEAKER_12"))
     assert _speakers(diarizer._fold_strays(Diarization(stray, stray), frames, 1, narrowband=True)) == 12
+
+
+def test_on_a_long_recording_a_person_with_a_small_share_is_not_a_stray():
+    from speakerscribe.records import Diarization
+
+    diarizer, _ = _absorber()
+    # 40 s of 840 (4.8%, under fold_share) is someone speaking, not a stray piece (under fold_max_s it would be)
+    turns = _turns((0.0, 400.0, "SPEAKER_00"), (400.0, 800.0, "SPEAKER_01"), (800.0, 840.0, "SPEAKER_02"))
+    assert 40.0 / 840.0 < diarizer.fold_share and diarizer.fold_max_s < 40.0
+    result = Diarization(turns, turns)
+    assert diarizer._fold_strays(result, object(), 1, narrowband=True) is result
+    diarizer.fold_max_s = 60.0
+    frames = torch_tensor([[1.0] * 20000 + [0.0] * 22000, [0.0] * 20000 + [1.0] * 22000])
+    assert _speakers(diarizer._fold_strays(result, frames, 1, narrowband=True)) == 2

@@ -64,6 +64,9 @@ class SpeakerDiarizer:
         # any count is checked: on the calibration conversations every such speaker was a stray piece of someone
         # already found (1-6 s of a person the clustering split off), never a person of their own; 0 turns it off
         self.fold_share = 0.09
+        # and under this many seconds, as the second pass asks of a new speaker: on a long meeting 5% of the speech
+        # is minutes of one person, not a stray piece (the calibration strays held 1-6 s)
+        self.fold_max_s = ReclusterOptions().min_speaker_s
         # and on wideband audio, two speakers whose whole speech is this alike (cosine) are one person
         # (speakerscribe.diarization.speaker_folding); None turns it off. README, "Stray and alike speakers folded"
         self.alike_cosine = 0.65
@@ -221,16 +224,18 @@ class SpeakerDiarizer:
 
     def _fold_strays(self, result: Diarization, frames, least: int, narrowband: bool) -> Diarization:
         """``result`` with every speaker holding under ``fold_share`` of the exclusive speech (and under half an equal
-        share) folded into the nearest other speaker, smallest first, then, on wideband audio, speakers whose whole
-        speech is at least ``alike_cosine`` alike joined; at least ``least`` speakers stay (unchanged without CAM++
-        frames)."""
+        share, and under ``fold_max_s`` seconds) folded into the nearest other speaker, smallest first, then, on
+        wideband audio, speakers whose whole speech is at least ``alike_cosine`` alike joined; at least ``least``
+        speakers stay (unchanged without CAM++ frames)."""
         turns = result.exclusive or result.turns
         labels = sorted({t.speaker for t in turns})
         if frames is None or len(labels) <= max(least, 1):
             return result
         seconds = _speaker_seconds(turns, labels)
-        # and under half an equal share: in a meeting of many people each holds little, and none is folded for it
-        small = int((seconds < min(self.fold_share, 0.5 / len(labels)) * seconds.sum()).sum())
+        # and under half an equal share (in a meeting of many people each holds little, and none is folded for it)
+        # and under fold_max_s
+        limit = min(min(self.fold_share, 0.5 / len(labels)) * seconds.sum(), self.fold_max_s)
+        small = int((seconds < limit).sum())
         alike = None if narrowband else self.alike_cosine  # telephone voices are all alike: different people reach 0.85
         if small == 0 and alike is None:
             return result
