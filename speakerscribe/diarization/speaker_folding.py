@@ -8,8 +8,8 @@ use it, on speaker-level records only (no audio here):
   decides which and how many: :meth:`speakerscribe.diarization.diarizer.SpeakerDiarizer._fold_strays` and
   ``_absorb``);
 * two speakers whose whole speech sounds alike (cosine at or above ``alike``) are one person: on wideband
-  calibration meetings, pairs of different people reached 0.54 at most (AMI included), the pieces of one person
-  the clustering had left apart 0.57-0.85.
+  calibration meetings, pairs of different people reached 0.54 at most (AMI included), the alike pieces of one
+  person the clustering had left apart 0.72 and 0.85 (strays, the first rule's, can sit far lower).
 
 Each fold joins the speech-weighted sums, so a group's voice is the mean of all it holds.
 """
