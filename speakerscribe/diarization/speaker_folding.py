@@ -47,9 +47,10 @@ def fold_speakers(
         centres = sums[idx] / np.maximum(np.linalg.norm(sums[idx], axis=1, keepdims=True), 1e-9)
         cos = centres @ centres.T
         np.fill_diagonal(cos, -np.inf)
-        a, b = (int(i) for i in idx[list(np.unravel_index(int(np.argmax(cos)), cos.shape))])
-        if cos.max() < alike:
+        i, j = np.unravel_index(int(np.argmax(cos)), cos.shape)
+        if cos[i, j] < alike:
             break
+        a, b = int(idx[i]), int(idx[j])
         held = [seconds[target == a].sum(), seconds[target == b].sum()]
         keep, gone = (a, b) if held[0] >= held[1] else (b, a)  # the label of the one holding more speech stays
         alive[gone] = False
