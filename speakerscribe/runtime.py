@@ -70,8 +70,9 @@ def resolve_placement(device: str = "auto", dtype: str = "auto", attention: str 
     """Turn the ``DEVICE``/``TORCH_DTYPE``/``ATTN_IMPLEMENTATION`` settings into concrete choices.
 
     auto device: CUDA when available, else CPU. auto dtype: bfloat16 on GPUs that support it, float16 on other
-    GPUs, float32 on CPU. auto attention: SDPA on PyTorch >= 2.2 (it dispatches to flash attention kernels on
-    recent GPUs), eager before.
+    GPUs; on a CPU, bfloat16 where the CPU multiplies it natively (:func:`cpu_has_native_bf16`: AVX-512 BF16 or
+    AMX), float32 elsewhere (emulated bfloat16 is slower than float32). auto attention: SDPA on PyTorch >= 2.2 (it
+    dispatches to flash attention kernels on recent GPUs), eager before.
     """
     import torch
 
@@ -83,10 +84,34 @@ def resolve_placement(device: str = "auto", dtype: str = "auto", attention: str 
         if device.startswith("cuda"):
             dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
         else:
-            dtype = "float32"
+            dtype = "bfloat16" if device == "cpu" and cpu_has_native_bf16() else "float32"
     if attention == "auto":
         attention = "sdpa" if torch_version_at_least(2, 2) else "eager"
     return Placement(device=device, dtype_name=dtype, attn_implementation=attention)
+
+
+CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def cpu_has_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has bfloat16 arithmetic instructions (AVX-512 BF16 or AMX), read from the kernel's flags.
+
+    Whisper runs about twice as fast in bfloat16 there at the same word error rate (README, "Against
+    faster-whisper"); without them PyTorch emulates bfloat16 and float32 is faster. False where the flags cannot be
+    read (not Linux) or oneDNN, which runs the bfloat16 kernels, is not built in.
+    """
+    import torch
+
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return not CPU_BF16_FLAGS.isdisjoint(line.partition(":")[2].split())
+    except OSError:
+        return False
+    return False
 
 
 def configure_pyannote_environment() -> None:
