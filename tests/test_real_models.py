@@ -93,16 +93,27 @@ def test_no_runaway_repetition_on_several_minutes(outputs, conversations):
 
 
 def test_follow_ups_and_the_second_look_recover_words_whisper_skipped(
-    real_handler, outputs, conversations, monkeypatch
+    real_handler, outputs, conversations, monkeypatch, real_models
 ):
     """whisper-base drops short replies inside 30 s windows of the backchannel conversation. The follow-ups decode
     the speech the VAD heard and no chunk covers; the second look (diarized speech without words) is the safety net
-    behind them and never costs words (README "How it works"). With both off, the same request loses them."""
+    behind them and never costs words (README "How it works"). With both off, the same request loses them.
+
+    In float32, where those skipped replies were found: in bfloat16 (the default on a CPU with native bfloat16)
+    whisper-base happens to keep them, and there would be nothing to recover."""
     from speakerscribe import pipeline
 
     name, handler = real_handler
     conv = conversations["backchannels"]
-    both = wer(conv.reference_text, outputs[1]["backchannels"]["text"])
+    if handler.transcriber.models.placement.dtype_name == "float32":
+        both = wer(conv.reference_text, outputs[1]["backchannels"]["text"])
+    else:
+        handler = make_handler(
+            ASR_MODEL=str(real_models / name),
+            DIARIZATION_MODEL=str(real_models / "diarization"),
+            TORCH_DTYPE="float32",
+        )
+        both = wer(conv.reference_text, handler({"inputs": conv.wav.read_bytes()})["text"])
     handler.transcriber.second_look = False
     try:
         without_look = wer(conv.reference_text, handler({"inputs": conv.wav.read_bytes()})["text"])
@@ -179,8 +190,14 @@ def test_assisted_decoding_gives_the_same_words_as_plain(real_handler, conversat
     clip = conversations["meeting"].wav.read_bytes()
     plain = handler({"inputs": clip, "parameters": {"batch_size": 1, "chunk_length_s": 15}})
     assisted = handler({"inputs": clip, "parameters": {"assisted": True, "chunk_length_s": 15}})
-    assert assisted["chunks"] == plain["chunks"]
     assert len(plain["chunks"]) >= 4
+    if handler.transcriber.models.placement.dtype_name == "float32":
+        assert assisted["chunks"] == plain["chunks"]  # to the last digit
+    else:
+        # bfloat16 (the default on a CPU with native bfloat16): the draft's tokens are checked several at once,
+        # which rounds differently; measured on the meeting: tiny.en the same words (one time 0.12 s off),
+        # base one phrase ("joining us today" / "joining us a call today")
+        assert wer(plain["text"], assisted["text"]) <= 0.05
 
 
 def test_prepared_folders_are_what_the_manifest_says(real_models):
