@@ -105,9 +105,17 @@ def test_assisted_with_batch_size_above_one_is_rejected(random_handler, clip):
         random_handler(body(clip, assisted=True, batch_size=4))
 
 
-def test_speculative_decoding_gives_exactly_the_greedy_output(random_handler, clip):
-    plain = random_handler(body(clip, vad_filter=False, chunk_length_s=5, batch_size=1))
-    assisted = random_handler(body(clip, vad_filter=False, chunk_length_s=5, assisted=True))
+def test_speculative_decoding_gives_exactly_the_greedy_output(random_models, clip):
+    # float32: in bfloat16 (the CPU default where the CPU has it) a greedy step (one query: plain products,
+    # speakerscribe.asr.attention) and the draft's verification (several queries: SDPA) round differently
+    handler = make_handler(
+        ASR_MODEL=str(random_models.whisper_en),
+        ASSISTANT_MODEL=str(random_models.draft_en),
+        MAX_NEW_TOKENS="24",
+        TORCH_DTYPE="float32",
+    )
+    plain = handler(body(clip, vad_filter=False, chunk_length_s=5, batch_size=1))
+    assisted = handler(body(clip, vad_filter=False, chunk_length_s=5, assisted=True))
     assert len(plain["chunks"]) >= 2
     assert assisted["chunks"] == plain["chunks"]
 

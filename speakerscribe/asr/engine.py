@@ -41,6 +41,7 @@ from ..runtime import OwnThread, Placement, quiet_generation_warnings, quiet_tra
 from ..timing import StageTimer
 from . import assembly, decoding, recovery
 from . import features as window_inputs
+from .attention import use_step_attention
 from .decoded import Decoded, DecodePlan
 from .greedy import TimestampRules, VocabProjection
 from .languages import normalise_language
@@ -122,6 +123,8 @@ class WhisperEngine:
         except Exception as exc:
             raise ModelLoadError(f"could not load ASR_MODEL {model_id!r}: {short_message(exc)}") from exc
         model.to(placement.device).eval()
+        if placement.device == "cpu" and placement.attn_implementation == "sdpa" and not static_cache:
+            use_step_attention(model)
         assistant = None
         if assistant_id:
             assistant = load_assistant(AutoModelForCausalLM, assistant_id, kwargs)
