@@ -38,9 +38,14 @@ def test_unreadable_cpu_flags_mean_float32(tmp_path):
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_auto_dtype_on_a_cpu_follows_native_bf16(monkeypatch, native):
+@pytest.mark.parametrize("torch_version", ["2.14.1+cpu", "2.15.0", "2.8.0+cpu", "2.13.9"])
+def test_auto_dtype_on_a_cpu_follows_native_bf16_and_the_torch_version(monkeypatch, native, torch_version):
+    import torch
+
     monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda *a: native)
-    assert runtime.resolve_placement("cpu", "auto").dtype_name == ("bfloat16" if native else "float32")
+    monkeypatch.setattr(torch, "__version__", torch_version)
+    recent = torch_version.startswith(("2.14", "2.15"))  # bfloat16 on 2.8 cost AMI coverage (runtime.py)
+    assert runtime.resolve_placement("cpu", "auto").dtype_name == ("bfloat16" if native and recent else "float32")
     # an explicit choice is kept either way
     assert runtime.resolve_placement("cpu", "float32").dtype_name == "float32"
     assert runtime.resolve_placement("cpu", "bfloat16").dtype_name == "bfloat16"
