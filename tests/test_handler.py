@@ -107,12 +107,14 @@ def test_assisted_with_batch_size_above_one_is_rejected(random_handler, clip):
 
 def test_speculative_decoding_gives_exactly_the_greedy_output(random_models, clip):
     # float32: in bfloat16 (the CPU default where the CPU has it) a greedy step (one query: plain products,
-    # speakerscribe.asr.attention) and the draft's verification (several queries: SDPA) round differently
+    # speakerscribe.asr.attention) and the draft's verification (several queries: SDPA) round differently; and
+    # the model's own weights: the plain steps would otherwise run on int8 ones (DECODER_QUANTIZATION=auto)
     handler = make_handler(
         ASR_MODEL=str(random_models.whisper_en),
         ASSISTANT_MODEL=str(random_models.draft_en),
         MAX_NEW_TOKENS="24",
         TORCH_DTYPE="float32",
+        DECODER_QUANTIZATION="none",
     )
     plain = handler(body(clip, vad_filter=False, chunk_length_s=5, batch_size=1))
     assisted = handler(body(clip, vad_filter=False, chunk_length_s=5, assisted=True))
@@ -277,7 +279,8 @@ def test_handler_module_imports_nothing_heavy_and_reads_no_settings_at_import():
 
 def test_static_cache_path_gives_the_same_output(random_models, clip):
     # float32: the two caches run different kernels, so in bfloat16 (the CPU default where the CPU has it) they
-    # round differently, and random weights turn any rounding into other tokens
+    # round differently, and random weights turn any rounding into other tokens; the model's own weights (the
+    # static cache never decodes on int8 ones)
     cached = make_handler(
         ASR_MODEL=str(random_models.whisper_en),
         MAX_NEW_TOKENS="24",
@@ -285,7 +288,9 @@ def test_static_cache_path_gives_the_same_output(random_models, clip):
         WARMUP_BATCH_SIZE="2",
         TORCH_DTYPE="float32",
     )
-    plain = make_handler(ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="24", TORCH_DTYPE="float32")
+    plain = make_handler(
+        ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="24", TORCH_DTYPE="float32", DECODER_QUANTIZATION="none"
+    )
     params = {"vad_filter": False, "chunk_length_s": 6, "batch_size": 2}
     assert cached(body(clip, **params))["chunks"] == plain(body(clip, **params))["chunks"]
 

@@ -33,7 +33,8 @@ def generate(engine, encoder_outputs, prompt: list[int], assistant=None, tempera
     """Decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
     Greedy decoding and sampling run in :func:`~speakerscribe.asr.greedy.greedy_decode` (the same tokens, a
-    fraction of the per-step overhead); sampling draws from a generator of this call's own, seeded with
+    fraction of the per-step overhead), on the engine's int8 copy of the decoder where it has one
+    (:mod:`.quantized`); sampling draws from a generator of this call's own, seeded with
     ``FALLBACK_SEED``, so the same request samples the same words however many others sample beside it; forced
     token counts (benchmarks) run there too. The draft model and the static cache go through
     :meth:`generate_with_transformers`, which can only sample from the process-wide generator: such samplings take
@@ -51,19 +52,22 @@ def generate(engine, encoder_outputs, prompt: list[int], assistant=None, tempera
         generator = None
         if temperature > 0:
             generator = torch.Generator(device=engine.placement.device).manual_seed(FALLBACK_SEED)
+        steps = engine.int8_steps
+        states = encoder_outputs.last_hidden_state
         return greedy_decode(
             engine.model,
-            encoder_outputs.last_hidden_state,
+            states if steps is None else steps.states(states),
             ids,
             engine.timestamp_rules,
             new_tokens,
             # forced token counts (benchmarks on random weights) must not stop at a loop
             stop_row=engine.ends_in_loop if engine.min_new_tokens is None else None,
-            projection=engine.projection,
+            projection=engine.projection if steps is None else steps.projection,
             check=check,
             temperature=temperature,
             generator=generator,
             min_new_tokens=engine.min_new_tokens or 0,
+            decoder=None if steps is None else steps.decoder,
         )
     if temperature <= 0:
         return generate_with_transformers(engine, encoder_outputs, ids, new_tokens, assistant, temperature)

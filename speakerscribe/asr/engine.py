@@ -45,6 +45,8 @@ from .attention import use_step_attention
 from .decoded import Decoded, DecodePlan
 from .greedy import TimestampRules, VocabProjection
 from .languages import normalise_language
+from .quantized import Int8Steps, use_int8_steps
+from .quantized import int8_steps as build_int8_steps
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +65,10 @@ class WhisperEngine:
         assistant=None,
         max_new_tokens: int | None = None,
         static_cache: bool = False,
+        int8_steps: Int8Steps | None = None,
     ):
         self.model = model
+        self.int8_steps = int8_steps  # the decoding steps' int8 copy of the decoder (:mod:`.quantized`), or None
         self.static_cache = static_cache
         # transformers keeps ONE static KV cache on the model and reuses it across generate() calls, so concurrent
         # requests (MAX_CONCURRENCY > 1) must take turns decoding when it is on; encoders still run in parallel
@@ -107,6 +111,7 @@ class WhisperEngine:
         token: str | None = None,
         max_new_tokens: int | None = None,
         static_cache: bool = False,
+        decoder_quantization: str = "none",
     ) -> WhisperEngine:
         from transformers import (
             AutoModelForCausalLM,
@@ -115,6 +120,7 @@ class WhisperEngine:
             WhisperForConditionalGeneration,
         )
 
+        int8 = use_int8_steps(decoder_quantization, placement.device, greedy_loop=not static_cache)
         kwargs = dict(dtype=placement.dtype, attn_implementation=placement.attn_implementation, token=token)
         try:
             model = WhisperForConditionalGeneration.from_pretrained(model_id, **kwargs)
@@ -138,7 +144,8 @@ class WhisperEngine:
             # generation config too (Whisper checkpoints set 448) makes transformers warn on every draft step
             assistant.generation_config.max_length = None
         quiet_generation_warnings()
-        return cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens, static_cache)
+        steps = build_int8_steps(model) if int8 else None
+        return cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens, static_cache, steps)
 
     def warmup(self, batch_size: int) -> None:
         """Run one full batch of silent windows, so a compiled static-cache decoder is built before requests."""

@@ -67,6 +67,7 @@ def greedy_decode(
     temperature: float = 0.0,
     generator=None,
     min_new_tokens: int = 0,
+    decoder=None,
 ):
     """Decode every row of ``encoder_states`` (B, frames, d) from ``prompt_ids`` (B, P): greedily, or with
     ``temperature`` > 0 by sampling from the rules' distribution at that temperature with ``generator`` (a
@@ -81,12 +82,14 @@ def greedy_decode(
     quarter of it (``generate`` keeps decoding them to the longest row's end: on a long recording about 30% of
     the rows decoded were finished ones). ``min_new_tokens`` forbids end-of-text for that many steps (benchmarks
     on random weights force a token count per window with it, as ``generate``'s ``min_new_tokens`` does).
+    ``decoder`` replaces ``model.model.decoder`` for the steps (an int8 copy, :mod:`.quantized`, with its own
+    ``projection``; ``encoder_states`` then in its precision); ``model`` still gives the vocabulary size.
     """
     import torch
 
     if temperature > 0 and generator is None:
         raise ValueError("sampling (temperature > 0) needs a torch.Generator of its own")
-    decoder = model.model.decoder
+    decoder = decoder if decoder is not None else model.model.decoder
     batch = prompt_ids.shape[0]
     project = projection or VocabProjection(model.proj_out)
     state = _RowStates(rules, model.proj_out.out_features, batch, prompt_ids.device, min_new_tokens)

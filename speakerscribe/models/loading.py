@@ -46,15 +46,22 @@ def _load_models(settings: ModelSettings, model_dir: str | None) -> Models:
     apply_tf32(settings.allow_tf32)
     asr_id = resolve_asr_model(settings, model_dir)
     logger.info(
-        "loading ASR model %s (assistant: %s) on %s/%s/%s",
+        "loading ASR model %s (assistant: %s) on %s/%s/%s, decoder quantization %s",
         asr_id,
         settings.assistant_model or "none",
         placement.device,
         placement.dtype_name,
         placement.attn_implementation,
+        settings.decoder_quantization,
     )
     asr = WhisperEngine.load(
-        asr_id, placement, settings.assistant_model, settings.token(), settings.max_new_tokens, settings.static_cache
+        asr_id,
+        placement,
+        settings.assistant_model,
+        settings.token(),
+        settings.max_new_tokens,
+        settings.static_cache,
+        settings.decoder_quantization,
     )
     if settings.static_cache:
         logger.info("warming up the static-cache decoder at batch size %d", settings.warmup_batch_size)

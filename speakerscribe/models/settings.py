@@ -43,6 +43,11 @@ class ModelSettings(BaseSettings):
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N | mps")
     torch_dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
+    decoder_quantization: Literal["auto", "int8", "none"] = Field(
+        "auto",
+        description="int8 weights for the decoding steps (auto: on a CPU, without STATIC_CACHE); none keeps the "
+        "model's precision throughout",
+    )
     vad: Literal["silero", "none"] = Field("silero", description="speech activity gate before Whisper")
     max_new_tokens: int | None = Field(None, ge=1, le=448, description="cap on tokens per 30 s window")
     allow_tf32: bool = Field(True, description="TF32 matmul on Ampere+ GPUs (restored after pyannote calls)")

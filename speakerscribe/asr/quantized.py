@@ -1,0 +1,97 @@
+"""Decoding steps with int8 weights on a CPU: a copy of Whisper's decoder whose linear layers (and the projection
+onto the vocabulary) are int8, dynamically quantized (PyTorch's ``quantize_dynamic``: int8 weights made once, each
+call's activations quantized on the fly).
+
+A greedy decoding step multiplies one row per window by every weight of the decoder and by the (vocab, d) token
+embedding: on a CPU it is bound by reading weights, and int8 reads a quarter of float32's bytes (half of
+bfloat16's). Measured on the 2-core AMD EPYC here (``benchmarks/peers.py``, README "int8 decoding steps"): the
+vocabulary projection of tiny.en 2.2 ms -> 0.33 ms a step for one row (bfloat16 -> int8), whisper-base decoding of
+the joined AMI excerpts 12.4 s -> 6 s. faster-whisper's int8 mode does the same to every layer; here the encoder
+(1500 rows a window, bound by arithmetic, where bfloat16 was as fast as int8) and the scoring pass (which gives the
+confidence and word times of what was decoded) keep the model's own weights, so a window's log-probability, its
+no-speech probability and its word times are the full-precision model's verdict on the int8 decoding.
+
+Only the tight loop (:func:`~.greedy.greedy_decode`) uses it; the draft model and the static cache go through
+transformers' ``generate`` with the model as it is. ``DECODER_QUANTIZATION`` chooses (:func:`use_int8_steps`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+CHOICES = ("auto", "int8", "none")
+
+
+@dataclass(frozen=True)
+class Int8Steps:
+    """What :func:`~.greedy.greedy_decode` runs a step with: ``decoder`` (a float32 Whisper decoder whose linears
+    are int8) and ``projection`` (float32 hidden states -> float32 logits, int8 weights)."""
+
+    decoder: Any
+    projection: Any
+
+    def states(self, encoder_states):
+        """Encoder states in the decoder's precision (its layer norms and attention run in float32)."""
+        return encoder_states.float()
+
+
+class _Projection:
+    """``proj_out`` with int8 weights: (rows, d) hidden states of any float dtype -> (rows, vocab) float32."""
+
+    def __init__(self, linear):
+        self.linear = linear
+
+    def __call__(self, hidden):
+        return self.linear(hidden.float())
+
+
+def int8_engine() -> str | None:
+    """The quantized-kernel engine PyTorch uses on this CPU (``x86`` on x86-64, ``qnnpack`` on ARM), or None
+    where it has none."""
+    import torch
+
+    engine = torch.backends.quantized.engine
+    return engine if engine and engine != "none" else None
+
+
+def use_int8_steps(choice: str, device: str, greedy_loop: bool) -> bool:
+    """Whether decoding steps run on int8 weights. ``auto``: on a CPU whose PyTorch has quantized kernels, when
+    the tight loop decodes (not with ``STATIC_CACHE``). ``int8``: the same, and an error where it cannot be.
+    ``none``: never."""
+    if choice not in CHOICES:
+        raise ModelLoadError(f"DECODER_QUANTIZATION={choice!r} is not one of {', '.join(CHOICES)}")
+    if choice == "none":
+        return False
+    usable = device == "cpu" and greedy_loop and int8_engine() is not None
+    if choice == "int8" and not usable:
+        why = (
+            f"the model runs on {device}"
+            if device != "cpu"
+            else "STATIC_CACHE decodes through transformers' generate"
+            if not greedy_loop
+            else "this PyTorch has no quantized CPU kernels"
+        )
+        raise ModelLoadError(f"DECODER_QUANTIZATION=int8 runs the decoding steps on a CPU only: {why}")
+    return usable
+
+
+def int8_steps(model) -> Int8Steps:
+    """An int8 copy of ``model``'s decoder and vocabulary projection (the model itself is left as it is)."""
+    import torch
+
+    holder = torch.nn.Module()
+    holder.decoder = copy.deepcopy(model.model.decoder).float().eval()
+    holder.proj = copy.deepcopy(model.proj_out).float().eval()
+    with warnings.catch_warnings():  # torch >= 2.10 points eager-mode quantization users at torchao, every call
+        warnings.simplefilter("ignore")
+        quantized = torch.ao.quantization.quantize_dynamic(holder, {torch.nn.Linear}, dtype=torch.qint8)
+    logger.debug("Whisper decoding steps use int8 linears (%s kernels)", int8_engine())
+    return Int8Steps(decoder=quantized.decoder, projection=_Projection(quantized.proj))

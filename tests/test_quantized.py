@@ -1,0 +1,130 @@
+"""int8 decoding steps on a CPU (speakerscribe.asr.quantized): when they are used, that the model itself is left
+as it is, that the int8 decoder computes what the model's decoder computes (within int8's rounding), that the
+engine's tight loop runs on it, and the words on real weights."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_handler
+
+from speakerscribe.asr import quantized
+from speakerscribe.errors import ModelLoadError
+from speakerscribe_dev.conversation import MEETING, synthesize
+from speakerscribe_dev.evaluation import normalise, wer
+
+
+@pytest.mark.parametrize(
+    "choice, device, greedy_loop, used",
+    [
+        ("auto", "cpu", True, True),
+        ("auto", "cuda", True, False),
+        ("auto", "mps", True, False),
+        ("auto", "cpu", False, False),  # STATIC_CACHE decodes through generate
+        ("none", "cpu", True, False),
+        ("int8", "cpu", True, True),
+    ],
+)
+def test_when_the_steps_run_on_int8(choice, device, greedy_loop, used):
+    assert quantized.use_int8_steps(choice, device, greedy_loop) is used
+
+
+@pytest.mark.parametrize(
+    "device, greedy_loop, needle", [("cuda", True, "runs on cuda"), ("cpu", False, "STATIC_CACHE")]
+)
+def test_int8_asked_where_it_cannot_run_is_an_error_saying_why(device, greedy_loop, needle):
+    with pytest.raises(ModelLoadError, match=needle):
+        quantized.use_int8_steps("int8", device, greedy_loop)
+
+
+def test_no_quantized_kernels_means_auto_keeps_the_model_and_int8_is_an_error(monkeypatch):
+    monkeypatch.setattr(quantized, "int8_engine", lambda: None)
+    assert quantized.use_int8_steps("auto", "cpu", True) is False
+    with pytest.raises(ModelLoadError, match="no quantized CPU kernels"):
+        quantized.use_int8_steps("int8", "cpu", True)
+
+
+def test_an_unknown_choice_names_the_accepted_ones():
+    with pytest.raises(ModelLoadError, match="auto, int8, none"):
+        quantized.use_int8_steps("fp8", "cpu", True)
+
+
+def test_the_setting_is_validated_with_the_accepted_values():
+    from pydantic import ValidationError
+
+    from speakerscribe.models.settings import ModelSettings
+
+    with pytest.raises(ValidationError, match="'auto', 'int8' or 'none'"):
+        ModelSettings.given(decoder_quantization="fp4")
+    assert ModelSettings.given().decoder_quantization == "auto"
+
+
+def test_int8_decoder_computes_what_the_models_decoder_does_and_leaves_the_model(random_models):
+    import torch
+    from transformers import WhisperForConditionalGeneration
+
+    model = WhisperForConditionalGeneration.from_pretrained(str(random_models.whisper_en), dtype=torch.float32).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    steps = quantized.int8_steps(model)
+    # the model is untouched: same weights, still plain linear layers
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert type(model.model.decoder.layers[0].fc1) is torch.nn.Linear
+    assert type(steps.decoder.layers[0].fc1) is not torch.nn.Linear
+    torch.manual_seed(0)
+    states = torch.randn(2, 1500, model.config.d_model)
+    ids = torch.tensor([[model.generation_config.decoder_start_token_id, 5, 9, 11]] * 2)
+    with torch.inference_mode():
+        ref = model.model.decoder(input_ids=ids, encoder_hidden_states=states).last_hidden_state
+        got = steps.decoder(input_ids=ids, encoder_hidden_states=steps.states(states)).last_hidden_state
+        ref_logits, got_logits = model.proj_out(ref[:, -1]), steps.projection(got[:, -1])
+    assert got.dtype == torch.float32 and got_logits.shape == ref_logits.shape
+    cos = torch.nn.functional.cosine_similarity(ref.flatten(1), got.flatten(1)).min().item()
+    assert cos > 0.99, cos
+    assert torch.nn.functional.cosine_similarity(ref_logits, got_logits).min().item() > 0.99
+    # and the int8 rounding is real (this is not the float decoder under another name)
+    assert not torch.allclose(ref, got)
+
+
+def test_the_engine_decodes_on_int8_steps_by_default_on_a_cpu_and_none_turns_them_off(random_models, monkeypatch):
+    from speakerscribe.asr import decoding
+
+    default = make_handler(ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="8")
+    plain = make_handler(ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="8", DECODER_QUANTIZATION="none")
+    steps = default.transcriber.models.asr.int8_steps
+    assert steps is not None and plain.transcriber.models.asr.int8_steps is None
+    seen, real = [], decoding.greedy_decode
+
+    def spy(model, states, *args, decoder=None, **kwargs):
+        seen.append((decoder, states.dtype))
+        return real(model, states, *args, decoder=decoder, **kwargs)
+
+    monkeypatch.setattr(decoding, "greedy_decode", spy)
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, np.random.default_rng(0).normal(0, 0.1, 32000).astype(np.float32), 16000, format="WAV")
+    request = {"inputs": buf.getvalue(), "parameters": {"vad_filter": False}}
+    default(request)
+    assert seen and all(d is steps.decoder for d, _ in seen)
+    assert all(dtype.is_floating_point and dtype.itemsize == 4 for _, dtype in seen)
+    seen.clear()
+    plain(request)
+    assert seen and all(d is None for d, _ in seen)
+
+
+def test_int8_steps_write_the_words_of_the_models_own_weights(real_models, speech_dir):
+    """tiny.en through the whole handler on the festival meeting, in float32 on both sides so only the int8 steps
+    differ. The encoder, the scoring pass and the word times stay on the model's weights."""
+    conv = synthesize(MEETING, speech_dir, "meeting")
+    texts = {}
+    for choice in ("none", "int8"):
+        handler = make_handler(
+            ASR_MODEL=str(real_models / "whisper-tiny.en"), TORCH_DTYPE="float32", DECODER_QUANTIZATION=choice
+        )
+        assert (handler.transcriber.models.asr.int8_steps is not None) == (choice == "int8")
+        texts[choice] = handler({"inputs": conv.wav.read_bytes()})["text"]
+    # measured: 0.082 both, differing in a few words each way ("joining them today" / "joining the call today")
+    assert wer(conv.reference_text, texts["int8"]) <= wer(conv.reference_text, texts["none"]) + 0.02
+    assert wer(normalise(texts["none"]), normalise(texts["int8"])) <= 0.10
