@@ -74,7 +74,7 @@ def test_int8_decoder_computes_what_the_models_decoder_does_and_leaves_the_model
     ids = torch.tensor([[model.generation_config.decoder_start_token_id, 5, 9, 11]] * 2)
     with torch.inference_mode():
         ref = model.model.decoder(input_ids=ids, encoder_hidden_states=states).last_hidden_state
-        got = steps.decoder(input_ids=ids, encoder_hidden_states=steps.states(states)).last_hidden_state
+        got = steps.decoder(input_ids=ids, encoder_hidden_states=states).last_hidden_state
         ref_logits, got_logits = model.proj_out(ref[:, -1]), steps.projection(got[:, -1])
     assert got.dtype == torch.float32 and got_logits.shape == ref_logits.shape
     cos = torch.nn.functional.cosine_similarity(ref.flatten(1), got.flatten(1)).min().item()
@@ -94,7 +94,7 @@ def test_the_engine_decodes_on_int8_steps_by_default_on_a_cpu_and_none_turns_the
     seen, real = [], decoding.greedy_decode
 
     def spy(model, states, *args, decoder=None, **kwargs):
-        seen.append((decoder, states.dtype))
+        seen.append((decoder, states.dtype, model.dtype))
         return real(model, states, *args, decoder=decoder, **kwargs)
 
     monkeypatch.setattr(decoding, "greedy_decode", spy)
@@ -107,11 +107,11 @@ def test_the_engine_decodes_on_int8_steps_by_default_on_a_cpu_and_none_turns_the
     sf.write(buf, np.random.default_rng(0).normal(0, 0.1, 32000).astype(np.float32), 16000, format="WAV")
     request = {"inputs": buf.getvalue(), "parameters": {"vad_filter": False}}
     default(request)
-    assert seen and all(d is steps.decoder for d, _ in seen)
-    assert all(dtype.is_floating_point and dtype.itemsize == 4 for _, dtype in seen)
+    assert seen and all(d is steps.decoder for d, _, _ in seen)
+    assert all(states == model for _, states, model in seen)  # attention stays in the model's precision
     seen.clear()
     plain(request)
-    assert seen and all(d is None for d, _ in seen)
+    assert seen and all(d is None for d, _, _ in seen)
 
 
 def test_int8_steps_write_the_words_of_the_models_own_weights(real_models, speech_dir):
@@ -128,3 +128,21 @@ def test_int8_steps_write_the_words_of_the_models_own_weights(real_models, speec
     # measured: 0.082 both, differing in a few words each way ("joining them today" / "joining the call today")
     assert wer(conv.reference_text, texts["int8"]) <= wer(conv.reference_text, texts["none"]) + 0.02
     assert wer(normalise(texts["none"]), normalise(texts["int8"])) <= 0.10
+
+
+def test_in_bfloat16_only_the_linears_are_int8_and_the_rest_keeps_the_models_precision(random_models):
+    import torch
+    from transformers import WhisperForConditionalGeneration
+
+    model = WhisperForConditionalGeneration.from_pretrained(str(random_models.whisper_en), dtype=torch.bfloat16).eval()
+    steps = quantized.int8_steps(model)
+    floats = {p.dtype for p in steps.decoder.parameters()}
+    assert floats == {torch.bfloat16}  # embeddings and layer norms; the int8 weights are packed, not parameters
+    assert not any(isinstance(m, torch.nn.Linear) for m in steps.decoder.modules())
+    states = torch.randn(1, 1500, model.config.d_model, dtype=torch.bfloat16)
+    ids = torch.tensor([[model.generation_config.decoder_start_token_id, 5]])
+    with torch.inference_mode():
+        hidden = steps.decoder(input_ids=ids, encoder_hidden_states=states).last_hidden_state
+        logits = steps.projection(hidden[:, -1])
+    assert hidden.dtype == torch.bfloat16 and logits.dtype == torch.float32
+    assert logits.shape == (1, model.proj_out.out_features) and bool(torch.isfinite(logits).all())

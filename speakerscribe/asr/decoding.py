@@ -53,10 +53,9 @@ def generate(engine, encoder_outputs, prompt: list[int], assistant=None, tempera
         if temperature > 0:
             generator = torch.Generator(device=engine.placement.device).manual_seed(FALLBACK_SEED)
         steps = engine.int8_steps
-        states = encoder_outputs.last_hidden_state
         return greedy_decode(
             engine.model,
-            states if steps is None else steps.states(states),
+            encoder_outputs.last_hidden_state,
             ids,
             engine.timestamp_rules,
             new_tokens,

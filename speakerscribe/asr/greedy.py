@@ -83,7 +83,7 @@ def greedy_decode(
     the rows decoded were finished ones). ``min_new_tokens`` forbids end-of-text for that many steps (benchmarks
     on random weights force a token count per window with it, as ``generate``'s ``min_new_tokens`` does).
     ``decoder`` replaces ``model.model.decoder`` for the steps (an int8 copy, :mod:`.quantized`, with its own
-    ``projection``; ``encoder_states`` then in its precision); ``model`` still gives the vocabulary size.
+    ``projection``); ``model`` still gives the vocabulary size.
     """
     import torch
 
