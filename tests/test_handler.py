@@ -108,7 +108,7 @@ def test_assisted_with_batch_size_above_one_is_rejected(random_handler, clip):
 def test_speculative_decoding_gives_exactly_the_greedy_output(random_models, clip):
     # float32: in bfloat16 (the CPU default where the CPU has it) a greedy step (one query: plain products,
     # speakerscribe.asr.attention) and the draft's verification (several queries: SDPA) round differently; and
-    # the model's own weights: the plain steps would otherwise run on int8 ones (DECODER_QUANTIZATION=auto)
+    # the model's own weights (the default, said here: int8 steps would round differently too)
     handler = make_handler(
         ASR_MODEL=str(random_models.whisper_en),
         ASSISTANT_MODEL=str(random_models.draft_en),

@@ -13,49 +13,51 @@ from speakerscribe_dev.conversation import MEETING, synthesize
 from speakerscribe_dev.evaluation import normalise, wer
 
 
-@pytest.mark.parametrize(
-    "choice, device, greedy_loop, used",
-    [
-        ("auto", "cpu", True, True),
-        ("auto", "cuda", True, False),
-        ("auto", "mps", True, False),
-        ("auto", "cpu", False, False),  # STATIC_CACHE decodes through generate
-        ("none", "cpu", True, False),
-        ("int8", "cpu", True, True),
-    ],
-)
-def test_when_the_steps_run_on_int8(choice, device, greedy_loop, used):
-    assert quantized.use_int8_steps(choice, device, greedy_loop) is used
+def test_sampled_is_for_the_fallbacks_sampled_attempts_and_int8_for_every_step(random_models):
+    import torch
+    from transformers import WhisperForConditionalGeneration
+
+    model = WhisperForConditionalGeneration.from_pretrained(str(random_models.whisper_en), dtype=torch.float32)
+    sampled, every = quantized.int8_steps(model), quantized.int8_steps(model, greedy=True)
+    assert not sampled.used_for(0.0) and sampled.used_for(0.2) and sampled.used_for(1.0)
+    assert every.used_for(0.0) and every.used_for(0.4)
 
 
+@pytest.mark.parametrize("choice, used", [("none", False), ("sampled", True), ("int8", True)])
+def test_on_a_cpu_int8_weights_are_made_unless_none(choice, used):
+    assert quantized.use_int8_steps(choice, "cpu", True) is used
+
+
+@pytest.mark.parametrize("choice", ["sampled", "int8"])
 @pytest.mark.parametrize(
-    "device, greedy_loop, needle", [("cuda", True, "runs on cuda"), ("cpu", False, "STATIC_CACHE")]
+    "device, greedy_loop, needle",
+    [("cuda", True, "runs on cuda"), ("mps", True, "runs on mps"), ("cpu", False, "STATIC_CACHE")],
 )
-def test_int8_asked_where_it_cannot_run_is_an_error_saying_why(device, greedy_loop, needle):
+def test_int8_asked_where_it_cannot_run_is_an_error_saying_why(choice, device, greedy_loop, needle):
     with pytest.raises(ModelLoadError, match=needle):
-        quantized.use_int8_steps("int8", device, greedy_loop)
+        quantized.use_int8_steps(choice, device, greedy_loop)
+    assert quantized.use_int8_steps("none", device, greedy_loop) is False
 
 
-def test_no_quantized_kernels_means_auto_keeps_the_model_and_int8_is_an_error(monkeypatch):
+def test_no_quantized_kernels_is_an_error_saying_so(monkeypatch):
     monkeypatch.setattr(quantized, "int8_engine", lambda: None)
-    assert quantized.use_int8_steps("auto", "cpu", True) is False
     with pytest.raises(ModelLoadError, match="no quantized CPU kernels"):
         quantized.use_int8_steps("int8", "cpu", True)
 
 
 def test_an_unknown_choice_names_the_accepted_ones():
-    with pytest.raises(ModelLoadError, match="auto, int8, none"):
+    with pytest.raises(ModelLoadError, match="none, sampled, int8"):
         quantized.use_int8_steps("fp8", "cpu", True)
 
 
-def test_the_setting_is_validated_with_the_accepted_values():
+def test_the_setting_is_validated_with_the_accepted_values_and_defaults_to_none():
     from pydantic import ValidationError
 
     from speakerscribe.models.settings import ModelSettings
 
-    with pytest.raises(ValidationError, match="'auto', 'int8' or 'none'"):
+    with pytest.raises(ValidationError, match="'none', 'sampled' or 'int8'"):
         ModelSettings.given(decoder_quantization="fp4")
-    assert ModelSettings.given().decoder_quantization == "auto"
+    assert ModelSettings.given().decoder_quantization == "none"
 
 
 def test_int8_decoder_computes_what_the_models_decoder_does_and_leaves_the_model(random_models):
@@ -84,34 +86,43 @@ def test_int8_decoder_computes_what_the_models_decoder_does_and_leaves_the_model
     assert not torch.allclose(ref, got)
 
 
-def test_the_engine_decodes_on_int8_steps_by_default_on_a_cpu_and_none_turns_them_off(random_models, monkeypatch):
-    from speakerscribe.asr import decoding
-
-    default = make_handler(ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="8")
-    plain = make_handler(ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="8", DECODER_QUANTIZATION="none")
-    steps = default.transcriber.models.asr.int8_steps
-    assert steps is not None and plain.transcriber.models.asr.int8_steps is None
-    seen, real = [], decoding.greedy_decode
-
-    def spy(model, states, *args, decoder=None, **kwargs):
-        seen.append((decoder, states.dtype, model.dtype))
-        return real(model, states, *args, decoder=decoder, **kwargs)
-
-    monkeypatch.setattr(decoding, "greedy_decode", spy)
+def test_which_decodings_step_on_int8_sampled_ones_or_all_or_none(random_models, monkeypatch):
     import io
 
     import numpy as np
     import soundfile as sf
 
+    from speakerscribe.asr import decoding
+
+    handlers = {
+        choice: make_handler(ASR_MODEL=str(random_models.whisper_en), MAX_NEW_TOKENS="8", DECODER_QUANTIZATION=choice)
+        for choice in ("sampled", "int8", "none")
+    }
+    assert handlers["none"].transcriber.models.asr.int8_steps is None
+    seen, real = [], decoding.greedy_decode
+
+    def spy(model, states, *args, decoder=None, temperature=0.0, **kwargs):
+        seen.append((decoder, temperature, states.dtype, model.dtype))
+        return real(model, states, *args, decoder=decoder, temperature=temperature, **kwargs)
+
+    monkeypatch.setattr(decoding, "greedy_decode", spy)
     buf = io.BytesIO()
     sf.write(buf, np.random.default_rng(0).normal(0, 0.1, 32000).astype(np.float32), 16000, format="WAV")
+    # random weights fail every window (loops, low confidence), so greedy attempts are followed by sampled ones
     request = {"inputs": buf.getvalue(), "parameters": {"vad_filter": False}}
-    default(request)
-    assert seen and all(d is steps.decoder for d, _, _ in seen)
-    assert all(states == model for _, states, model in seen)  # attention stays in the model's precision
-    seen.clear()
-    plain(request)
-    assert seen and all(d is None for d, _, _ in seen)
+    for choice, handler in handlers.items():
+        seen.clear()
+        handler(request)
+        steps = handler.transcriber.models.asr.int8_steps
+        greedy = [d for d, t, _, _ in seen if t == 0]
+        sampled = [d for d, t, _, _ in seen if t > 0]
+        assert greedy and sampled, choice
+        assert all(s == m for _, _, s, m in seen)  # attention stays in the model's precision
+        if choice == "none":
+            assert all(d is None for d in greedy + sampled)
+        else:
+            assert all(d is steps.decoder for d in sampled)
+            assert all(d is (steps.decoder if choice == "int8" else None) for d in greedy), choice
 
 
 def test_int8_steps_write_the_words_of_the_models_own_weights(real_models, speech_dir):

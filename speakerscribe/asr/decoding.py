@@ -33,8 +33,8 @@ def generate(engine, encoder_outputs, prompt: list[int], assistant=None, tempera
     """Decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
     Greedy decoding and sampling run in :func:`~speakerscribe.asr.greedy.greedy_decode` (the same tokens, a
-    fraction of the per-step overhead), on the engine's int8 copy of the decoder where it has one
-    (:mod:`.quantized`); sampling draws from a generator of this call's own, seeded with
+    fraction of the per-step overhead), on the engine's int8 copy of the decoder where it has one and it is meant
+    for this ``temperature`` (:mod:`.quantized`); sampling draws from a generator of this call's own, seeded with
     ``FALLBACK_SEED``, so the same request samples the same words however many others sample beside it; forced
     token counts (benchmarks) run there too. The draft model and the static cache go through
     :meth:`generate_with_transformers`, which can only sample from the process-wide generator: such samplings take
@@ -52,7 +52,7 @@ def generate(engine, encoder_outputs, prompt: list[int], assistant=None, tempera
         generator = None
         if temperature > 0:
             generator = torch.Generator(device=engine.placement.device).manual_seed(FALLBACK_SEED)
-        steps = engine.int8_steps
+        steps = engine.int8_steps if engine.int8_steps and engine.int8_steps.used_for(temperature) else None
         return greedy_decode(
             engine.model,
             encoder_outputs.last_hidden_state,

@@ -144,7 +144,7 @@ class WhisperEngine:
             # generation config too (Whisper checkpoints set 448) makes transformers warn on every draft step
             assistant.generation_config.max_length = None
         quiet_generation_warnings()
-        steps = build_int8_steps(model) if int8 else None
+        steps = build_int8_steps(model, greedy=decoder_quantization == "int8") if int8 else None
         return cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens, static_cache, steps)
 
     def warmup(self, batch_size: int) -> None:

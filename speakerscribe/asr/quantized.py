@@ -5,14 +5,18 @@ call's activations quantized on the fly).
 A greedy decoding step multiplies one row per window by every weight of the decoder and by the (vocab, d) token
 embedding: on a CPU it is bound by reading weights, and int8 reads a quarter of float32's bytes (half of
 bfloat16's). Measured on the 2-core AMD EPYC here (``benchmarks/peers.py``, README "int8 decoding steps"): the
-vocabulary projection of tiny.en 2.2 ms -> 0.33 ms a step for one row (bfloat16 -> int8), whisper-base decoding of
-the joined AMI excerpts 12.4 s -> 6 s. faster-whisper's int8 mode does the same to every layer; here the encoder
+vocabulary projection of tiny.en 2.2 ms -> 0.33 ms a step for one row (bfloat16 -> int8), a decoder step 1.1-1.6x
+(bfloat16) and 1.5-2x (float32) at batch 1-24, whole requests 1.0-1.4x. faster-whisper's int8 mode does the same to every layer; here the encoder
 (1500 rows a window, bound by arithmetic, where bfloat16 was as fast as int8) and the scoring pass (which gives the
 confidence and word times of what was decoded) keep the model's own weights, so a window's log-probability, its
 no-speech probability and its word times are the full-precision model's verdict on the int8 decoding.
 
 Only the tight loop (:func:`~.greedy.greedy_decode`) uses it; the draft model and the static cache go through
-transformers' ``generate`` with the model as it is. ``DECODER_QUANTIZATION`` chooses (:func:`use_int8_steps`).
+transformers' ``generate`` with the model as it is. ``DECODER_QUANTIZATION`` chooses (:func:`use_int8_steps`), and
+the default is ``none``: int8 steps cost real-meeting coverage (AMI train + dev 0.876 -> 0.866 with whisper-base and
+the diarizer, ``benchmarks/accuracy.py --sets ami --counts default``; 0.870 with only the sampled attempts on int8,
+one window's draw), under the 0.877 that issue 25 holds. ``sampled`` runs the temperature fallback's sampled
+attempts on them, ``int8`` every step.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ..errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
 
-CHOICES = ("auto", "int8", "none")
+CHOICES = ("none", "sampled", "int8")
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,11 @@ class Int8Steps:
 
     decoder: Any
     projection: Any
+    greedy: bool = False  # greedy steps too (DECODER_QUANTIZATION=int8); else only sampled ones (sampled)
+
+    def used_for(self, temperature: float) -> bool:
+        """Whether a decoding at ``temperature`` steps on these weights."""
+        return self.greedy or temperature > 0
 
 
 def _int8_linear_class():
@@ -78,27 +87,25 @@ def int8_engine() -> str | None:
 
 
 def use_int8_steps(choice: str, device: str, greedy_loop: bool) -> bool:
-    """Whether decoding steps run on int8 weights. ``auto``: on a CPU whose PyTorch has quantized kernels, when
-    the tight loop decodes (not with ``STATIC_CACHE``). ``int8``: the same, and an error where it cannot be.
-    ``none``: never."""
+    """Whether int8 decoding weights are made: ``none`` never; ``sampled`` (for the temperature fallback's sampled
+    attempts) and ``int8`` (for every step) on a CPU whose PyTorch has quantized kernels, when the tight loop
+    decodes (not with ``STATIC_CACHE``), and an error naming why where they cannot be."""
     if choice not in CHOICES:
         raise ModelLoadError(f"DECODER_QUANTIZATION={choice!r} is not one of {', '.join(CHOICES)}")
     if choice == "none":
         return False
-    usable = device == "cpu" and greedy_loop and int8_engine() is not None
-    if choice == "int8" and not usable:
-        why = (
-            f"the model runs on {device}"
-            if device != "cpu"
-            else "STATIC_CACHE decodes through transformers' generate"
-            if not greedy_loop
-            else "this PyTorch has no quantized CPU kernels"
-        )
-        raise ModelLoadError(f"DECODER_QUANTIZATION=int8 runs the decoding steps on a CPU only: {why}")
-    return usable
+    if device != "cpu":
+        why = f"the model runs on {device}"
+    elif not greedy_loop:
+        why = "STATIC_CACHE decodes through transformers' generate"
+    elif int8_engine() is None:
+        why = "this PyTorch has no quantized CPU kernels"
+    else:
+        return True
+    raise ModelLoadError(f"DECODER_QUANTIZATION={choice} runs the decoding steps on a CPU only: {why}")
 
 
-def int8_steps(model) -> Int8Steps:
+def int8_steps(model, greedy: bool = False) -> Int8Steps:
     """An int8 copy of ``model``'s decoder and vocabulary projection (the model itself is left as it is): every
     linear layer's weight quantized per output row (``per_channel_dynamic_qconfig``), everything else (embeddings,
     layer norms, attention) kept in the model's precision."""
@@ -118,4 +125,4 @@ def int8_steps(model) -> Int8Steps:
             parent, _, leaf = name.rpartition(".")
             setattr(decoder.get_submodule(parent), leaf, int8_linear(quantized.decoder.get_submodule(name)))
     logger.debug("Whisper decoding steps use int8 linears (%s kernels)", int8_engine())
-    return Int8Steps(decoder=decoder, projection=_Projection(quantized.proj))
+    return Int8Steps(decoder=decoder, projection=_Projection(quantized.proj), greedy=greedy)

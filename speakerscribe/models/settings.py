@@ -43,10 +43,10 @@ class ModelSettings(BaseSettings):
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N | mps")
     torch_dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
-    decoder_quantization: Literal["auto", "int8", "none"] = Field(
-        "auto",
-        description="int8 weights for the decoding steps (auto: on a CPU, without STATIC_CACHE); none keeps the "
-        "model's precision throughout",
+    decoder_quantization: Literal["none", "sampled", "int8"] = Field(
+        "none",
+        description="int8 weights for decoding steps on a CPU (not with STATIC_CACHE): sampled for the temperature "
+        "fallback's sampled attempts, int8 for every step; none keeps the model's weights",
     )
     vad: Literal["silero", "none"] = Field("silero", description="speech activity gate before Whisper")
     max_new_tokens: int | None = Field(None, ge=1, le=448, description="cap on tokens per 30 s window")
