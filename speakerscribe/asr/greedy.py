@@ -70,20 +70,18 @@ def greedy_decode(
     decoder=None,
 ):
     """Decode every row of ``encoder_states`` (B, frames, d) from ``prompt_ids`` (B, P): greedily, or with
-    ``temperature`` > 0 by sampling from the rules' distribution at that temperature with ``generator`` (a
-    ``torch.Generator`` on the model's device; required when sampling).
+    ``temperature`` > 0 by sampling at that temperature with ``generator`` (a ``torch.Generator`` on the model's
+    device; required then).
 
-    ``stop_row(generated)`` is asked after each text token of an unfinished row (``generated``: that row's tokens so
-    far, timestamps included); True finishes the row as end-of-text would. Finished rows are padded with
-    end-of-text. ``projection`` is the model's :class:`VocabProjection` (pass the same one every call: it keeps a
-    copy of the weight). ``check()`` runs before every step and stops the decoding by raising (a request's
-    cancellation token: a deadline or a client gone stops the work within one step, not one window). Returns
-    (B, P + steps) token ids, as ``generate`` does. Greedy, rows that have finished leave the batch once they are a
-    quarter of it (``generate`` keeps decoding them to the longest row's end: on a long recording about 30% of
-    the rows decoded were finished ones). ``min_new_tokens`` forbids end-of-text for that many steps (benchmarks
-    on random weights force a token count per window with it, as ``generate``'s ``min_new_tokens`` does).
-    ``decoder`` replaces ``model.model.decoder`` for the steps (an int8 copy, :mod:`.quantized`, with its own
-    ``projection``); ``model`` still gives the vocabulary size.
+    ``stop_row(generated)`` is asked after each text token of an unfinished row (its tokens so far, timestamps
+    included); True finishes the row as end-of-text would; finished rows are padded with end-of-text.
+    ``projection``: the model's :class:`VocabProjection` (the same one every call: it keeps a copy of the weight).
+    ``check()`` runs before every step and may raise to stop the decoding (a request's deadline or a client gone
+    stops the work within one step, not one window). Returns (B, P + steps) token ids, as ``generate`` does.
+    Greedy, finished rows leave the batch once they are a quarter of it (``generate`` decodes them to the longest
+    row's end: about 30% of the rows decoded on a long recording). ``min_new_tokens`` forbids end-of-text for that
+    many steps (forced token counts on random weights, as ``generate``'s). ``decoder`` replaces
+    ``model.model.decoder`` for the steps (an int8 copy, :mod:`.quantized`, with its own ``projection``).
     """
     import torch
 
@@ -94,9 +92,7 @@ def greedy_decode(
     project = projection or VocabProjection(model.proj_out)
     state = _RowStates(rules, model.proj_out.out_features, batch, prompt_ids.device, min_new_tokens)
     generated: list[list[int]] = [[] for _ in range(batch)]
-    steps = []
-    cache = None
-    step_input = prompt_ids
+    steps, cache, step_input = [], None, prompt_ids
     rows = torch.arange(batch, device=prompt_ids.device)  # the batch row of each row still decoded
     for step in range(max_new_tokens):
         if check is not None:

@@ -6,10 +6,11 @@ A greedy decoding step multiplies one row per window by every weight of the deco
 embedding: on a CPU it is bound by reading weights, and int8 reads a quarter of float32's bytes (half of
 bfloat16's). Measured on the 2-core AMD EPYC here (``benchmarks/peers.py``, README "int8 decoding steps"): the
 vocabulary projection of tiny.en 2.2 ms -> 0.33 ms a step for one row (bfloat16 -> int8), a decoder step 1.1-1.6x
-(bfloat16) and 1.5-2x (float32) at batch 1-24, whole requests 1.0-1.4x. faster-whisper's int8 mode does the same to every layer; here the encoder
-(1500 rows a window, bound by arithmetic, where bfloat16 was as fast as int8) and the scoring pass (which gives the
-confidence and word times of what was decoded) keep the model's own weights, so a window's log-probability, its
-no-speech probability and its word times are the full-precision model's verdict on the int8 decoding.
+(bfloat16) and 1.5-2x (float32) at batch 1-24, whole requests 1.0-1.4x. faster-whisper's int8 mode does the same
+to every layer; here the encoder (1500 rows a window, bound by arithmetic, where bfloat16 was as fast as int8) and
+the scoring pass (which gives the confidence and word times of what was decoded) keep the model's own weights, so a
+window's log-probability, its no-speech probability and its word times are the full-precision model's verdict on
+the int8 decoding.
 
 Only the tight loop (:func:`~.greedy.greedy_decode`) uses it; the draft model and the static cache go through
 transformers' ``generate`` with the model as it is. ``DECODER_QUANTIZATION`` chooses (:func:`use_int8_steps`), and
