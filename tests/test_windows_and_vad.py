@@ -62,6 +62,29 @@ def test_long_region_is_cut_at_the_quietest_point():
     assert windows[1].start == windows[0].end and windows[-1].end == 40
 
 
+def test_a_long_region_fills_the_window_its_predecessor_left_open():
+    """Long regions back to back (meetings: speech with no pause the VAD closes): each is cut where the open window
+    ends, not from its own start, so no window holds only the second or two a cut left over; a region that fits in
+    a window of its own is not cut when the open window has little room, it starts the next one."""
+    rate = 16000
+    samples = np.ones(rate * 130, dtype=np.float32)
+    for pause in np.arange(1.0, 130.0, 1.0):  # a pause every second: any cut can fall on one
+        samples[int(pause * rate) : int((pause + 0.05) * rate)] = 0.0
+    regions = [Span(0.0, 31.0), Span(31.5, 62.5), Span(63.0, 94.0), Span(94.5, 125.5)]
+    windows = plan_windows(regions, samples, 30.0)
+    assert all(w.end - w.start <= 30.0 + 1e-9 for w in windows)
+    assert all(a.end <= b.start for a, b in zip(windows, windows[1:]))
+    for r in regions:
+        covered = sum(max(0.0, min(w.end, r.end) - max(w.start, r.start)) for w in windows)
+        assert covered == pytest.approx(r.end - r.start)
+    # 125.5 s of audio: five windows (each long region cut from its own start would make eight)
+    assert len(windows) == 5
+    assert min(w.end - w.start for w in windows[:-1]) >= 26.0
+    # a 20 s region after 25 s of speech: no cut inside it, it opens the next window
+    short = plan_windows([Span(0.0, 25.0), Span(25.5, 45.5)], samples, 30.0)
+    assert short == [Span(0.0, 25.0), Span(25.5, 45.5)]
+
+
 def test_quietest_cut_on_an_empty_range_returns_the_limit():
     assert quietest_cut(np.zeros(100, dtype=np.float32), 1.0, 1.0) == 1.0
 
