@@ -12,7 +12,7 @@ from ..records import Span
 from ..runtime import quiet_transformers
 from . import scoring
 from .decoded import Decoded
-from .greedy import greedy_decode
+from .greedy import TokenLogprobs, greedy_decode
 from .tokens import compression_ratio, ends_in_loop, find_loop, split_segments, text_token_ids
 
 _LOOP_TAIL = 160  # generated tokens (text and timestamps) examined for a loop at each step
@@ -29,7 +29,9 @@ FALLBACK_SEED = 0  # sampling is seeded, so a request gives the same words every
 _GLOBAL_SAMPLING = threading.Lock()
 
 
-def generate(engine, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0, check=None):
+def generate(
+    engine, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0, check=None, logprobs=None
+):
     """Decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
     Greedy decoding and sampling run in :func:`~speakerscribe.asr.greedy.greedy_decode` (the same tokens, a
@@ -67,6 +69,7 @@ def generate(engine, encoder_outputs, prompt: list[int], assistant=None, tempera
             generator=generator,
             min_new_tokens=engine.min_new_tokens or 0,
             decoder=None if steps is None else steps.decoder,
+            logprobs=logprobs if steps is None else None,  # int8 steps: confidence stays the model's
         )
     if temperature <= 0:
         return generate_with_transformers(engine, encoder_outputs, ids, new_tokens, assistant, temperature)
@@ -144,7 +147,8 @@ def attempt(
 
     with clock("asr_generate"):
         check = clock.cancel.check if clock.cancel is not None else None
-        sequences = generate(engine, enc, prompt, assistant, temperature, check=check)
+        logprobs = TokenLogprobs(engine.eos, prompt.index(engine.sot), engine.no_speech_id)
+        sequences = generate(engine, enc, prompt, assistant, temperature, check=check, logprobs=logprobs)
         generated = [strip_prompt(engine, s.tolist()[len(prompt) :]) for s in sequences]
     out = []
     for w, g in zip(windows, generated):
@@ -161,7 +165,7 @@ def attempt(
             )
         )
     with clock("asr_score"):
-        scoring.score(engine, enc.last_hidden_state, prompt, generated, words, out, windows)
+        scoring.score(engine, enc.last_hidden_state, prompt, generated, words, out, windows, logprobs)
     return out
 
 

@@ -27,7 +27,7 @@ The timestamp rules (openai-whisper's ``ApplyTimestampRules``):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -68,20 +68,20 @@ def greedy_decode(
     generator=None,
     min_new_tokens: int = 0,
     decoder=None,
+    logprobs: TokenLogprobs | None = None,
 ):
     """Decode every row of ``encoder_states`` (B, frames, d) from ``prompt_ids`` (B, P): greedily, or with
-    ``temperature`` > 0 by sampling at that temperature with ``generator`` (a ``torch.Generator`` on the model's
-    device; required then).
+    ``temperature`` > 0 by sampling with ``generator`` (a ``torch.Generator`` on the model's device; required then).
+    Returns (B, P + steps) token ids, as ``generate`` does; finished rows are padded with end-of-text.
 
     ``stop_row(generated)`` is asked after each text token of an unfinished row (its tokens so far, timestamps
-    included); True finishes the row as end-of-text would; finished rows are padded with end-of-text.
-    ``projection``: the model's :class:`VocabProjection` (the same one every call: it keeps a copy of the weight).
-    ``check()`` runs before every step and may raise to stop the decoding (a request's deadline or a client gone
-    stops the work within one step, not one window). Returns (B, P + steps) token ids, as ``generate`` does.
-    Greedy, finished rows leave the batch once they are a quarter of it (``generate`` decodes them to the longest
-    row's end: about 30% of the rows decoded on a long recording). ``min_new_tokens`` forbids end-of-text for that
-    many steps (forced token counts on random weights, as ``generate``'s). ``decoder`` replaces
-    ``model.model.decoder`` for the steps (an int8 copy, :mod:`.quantized`, with its own ``projection``).
+    included); True finishes the row as end-of-text would. ``projection``: the model's :class:`VocabProjection`
+    (the same one every call: it keeps a copy of the weight). ``check()`` runs before every step and may raise to
+    stop the decoding (a deadline or a client gone stops the work within one step, not one window). Greedy,
+    finished rows leave the batch once they are a quarter of it (``generate`` decodes them to the longest row's
+    end). ``min_new_tokens`` forbids end-of-text for that many steps (forced token counts on random weights).
+    ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`, with its own ``projection``).
+    ``logprobs`` is filled with what the scoring pass would otherwise compute (:class:`TokenLogprobs`).
     """
     import torch
 
@@ -100,10 +100,13 @@ def greedy_decode(
         out = decoder(input_ids=step_input, encoder_hidden_states=encoder_states, past_key_values=cache, use_cache=True)
         cache = out.past_key_values
         scores = project(out.last_hidden_state[:, -1]).float()
+        seen = logprobs.before_rules(scores, out.last_hidden_state, project, step) if logprobs else None
         state.apply_rules(scores, step)
         token = state.advance(_choose(scores, rules.timestamp_begin, temperature, generator), step)
         full = token if rows.shape[0] == batch else _scatter(token, rows, batch, rules.eos)
         steps.append(full)
+        if logprobs is not None:
+            logprobs.after_choice(seen, scores, token, rows, batch)
         state.finish(_rows_to_stop(token, state.finished, rows.tolist(), generated, rules.eos, stop_row))
         if bool(state.finished.all()):
             break
@@ -111,9 +114,65 @@ def greedy_decode(
             # sampling keeps finished rows: its draws, one per row, follow generate's order
             encoder_states, rows, token = _drop_finished(state, cache, encoder_states, rows, token)
         step_input = token[:, None]
-    if not steps:
-        return prompt_ids
-    return torch.cat([prompt_ids, torch.stack(steps, dim=1)], dim=1)
+    return torch.cat([prompt_ids, torch.stack(steps, dim=1)], dim=1) if steps else prompt_ids
+
+
+@dataclass
+class TokenLogprobs:
+    """What the scoring pass (:mod:`.scoring`) needs from the model's logits, taken in the loop instead of a second
+    decoder pass: each row's log-probability of every token it generated and of the end-of-text after them (the
+    model's own logits, before the rules mask any: what the teacher-forced pass computes, to rounding), and the
+    log-probability of no-speech at the prompt's start-of-transcript position. Rows whose end-of-text the loop
+    never scored (stopped at a repetition loop or the token limit, and out of the batch) have their tokens only."""
+
+    eos: int
+    sot_at: int
+    no_speech_id: int | None
+    per_step: list = field(default_factory=list)  # (B,) a step, NaN for rows out of the batch
+    no_speech: list[float] | None = None
+
+    def before_rules(self, scores, hidden, project, step: int):
+        """Each row's log-normaliser and end-of-text logit, before the rules touch ``scores``; no-speech at step 0."""
+        import torch
+
+        if step == 0 and self.no_speech_id is not None:
+            first = torch.log_softmax(project(hidden[:, self.sot_at]).float(), dim=-1)
+            self.no_speech = first[:, self.no_speech_id].tolist()
+        return torch.logsumexp(scores, dim=-1), scores[:, self.eos].clone()
+
+    def after_choice(self, seen, scores, token, rows, batch: int) -> None:
+        """The chosen tokens' log-probabilities: a chosen token's score is never masked, except end-of-text forced
+        on a finished row, whose logit was kept before the rules."""
+        import torch
+
+        norm, eos_logit = seen
+        chosen = scores.gather(1, token[:, None])[:, 0]
+        value = torch.where(token == self.eos, eos_logit, chosen) - norm
+        if rows.shape[0] != batch:
+            full = torch.full((batch,), float("nan"), dtype=value.dtype, device=value.device)
+            full[rows] = value
+            value = full
+        self.per_step.append(value)
+
+    def filled(self) -> bool:
+        return bool(self.per_step)
+
+    def rows(self, lengths: list[int]) -> list[tuple[list[float], float | None] | None]:
+        """Per row of ``lengths`` generated tokens: the log-probabilities of its tokens and its end-of-text, and its
+        no-speech probability; None for a row whose end-of-text the loop never scored."""
+        import math
+
+        import torch
+
+        table = torch.stack(self.per_step, dim=1).cpu().tolist()
+        out = []
+        for i, n in enumerate(lengths):
+            values = table[i][: n + 1]
+            if len(values) < n + 1 or any(math.isnan(v) for v in values):
+                out.append(None)
+                continue
+            out.append((values, math.exp(self.no_speech[i]) if self.no_speech is not None else None))
+        return out
 
 
 _DROP_SHARE = 0.25  # finished rows are dropped once they are this share of the batch (each drop copies the cache)

@@ -1,6 +1,8 @@
-"""The scoring pass: one teacher-forced decoder pass over prompt + generated tokens gives the no-speech
-probability, the mean log-probability (Whisper's confidence) and, for word times, the alignment heads'
-cross-attention (:mod:`.alignment`)."""
+"""The scoring pass: the no-speech probability, the mean log-probability (Whisper's confidence) and, for word times,
+the alignment heads' cross-attention (:mod:`.alignment`). The tight loop reports the first two as it decodes
+(:class:`~.greedy.TokenLogprobs`); one teacher-forced decoder pass over prompt + generated tokens gives what it did
+not (the transformers path, int8 steps, a row stopped at a repetition loop before its end-of-text was scored) and
+the cross-attention. Without word times and with everything reported, no decoder pass runs."""
 
 from __future__ import annotations
 
@@ -21,20 +23,40 @@ def score(
     words: bool,
     out: list[Decoded],
     windows: list[Span],
+    logprobs=None,
 ) -> None:
-    """Teacher-forced pass over ``prompt`` + each generated row: no-speech probability, mean log-probability,
-    and cross-attention for words."""
+    """No-speech probability and mean log-probability of each row (from ``logprobs`` where the loop reported them),
+    and cross-attention for word times, from a teacher-forced pass over ``prompt`` + generated rows."""
+    reported = logprobs.rows([len(g) for g in generated]) if logprobs is not None and logprobs.filled() else None
+    todo = []
+    for i, d in enumerate(out):
+        if reported is None or reported[i] is None:
+            todo.append(i)
+            continue
+        values, no_speech = reported[i]
+        if no_speech is not None:
+            d.no_speech_prob = no_speech
+        d.avg_logprob = float(np.mean(values))  # the generated tokens and the closing end-of-text, as Whisper's
+    want_words = words and bool(engine.alignment_heads)
+    rows = list(range(len(out))) if want_words else todo
+    if rows:
+        _teacher_forced(engine, encoder_states, prompt, generated, rows, set(todo), want_words, out, windows)
+
+
+def _teacher_forced(engine, encoder_states, prompt, generated, rows, todo, want_words, out, windows) -> None:
+    """One decoder pass over ``prompt`` + the generated ``rows``: log-probabilities for the rows in ``todo``, the
+    alignment heads' cross-attention for word times when ``want_words``."""
     import torch
 
     p = len(prompt)
     sot_at = prompt.index(engine.sot)
-    rows = [prompt + g + [engine.eos] for g in generated]
-    longest = max(len(r) for r in rows)
-    ids = torch.full((len(rows), longest), engine.eos, dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r)
+    seqs = [prompt + generated[i] + [engine.eos] for i in rows]
+    ids = torch.full((len(seqs), max(len(r) for r in seqs)), engine.eos, dtype=torch.long)
+    for k, r in enumerate(seqs):
+        ids[k, : len(r)] = torch.tensor(r)
     ids = ids.to(engine.placement.device)
-    want_words = words and bool(engine.alignment_heads)
+    if len(rows) < encoder_states.shape[0]:
+        encoder_states = encoder_states.index_select(0, torch.tensor(rows, device=encoder_states.device))
     decoder = engine.model.model.decoder
     if want_words:
         with capture_cross_attention(engine.model, engine.alignment_heads) as attention:
@@ -42,23 +64,23 @@ def score(
             attn = attention().float().cpu().numpy()  # (B, heads, T, frames)
     else:
         hidden = decoder(input_ids=ids, encoder_hidden_states=encoder_states, use_cache=False).last_hidden_state
-    for i, (d, g) in enumerate(zip(out, generated)):
-        n = p + len(g)  # positions 0..n-1 predict rows[1..n]
-        logprobs = token_logprobs(engine, hidden[i, :n], ids[i, 1 : n + 1])
-        first = log_softmax_row(engine, hidden[i, sot_at])
-        if engine.no_speech_id is not None:
-            d.no_speech_prob = float(np.exp(first[engine.no_speech_id]))
-        # mean over the generated tokens and the closing end-of-text, as Whisper does
-        d.avg_logprob = float(np.mean(logprobs[p - 1 :])) if n > p - 1 else 0.0
-        if want_words:
-            text_pos = [k for k, t in enumerate(g) if t < engine.eos]
-            if text_pos:
-                # row (p - 1 + k) predicts generated token k; add the end-of-text row for the last word's end
-                att_rows = [p - 1 + k for k in text_pos] + [p - 1 + len(g)]
-                n_frames = int(np.ceil((windows[i].end - windows[i].start) / 0.02))
-                times = token_start_times(attn[i][:, att_rows, :], n_frames)
-                d.text_positions = text_pos
-                d.token_times = {k: float(t) for k, t in zip(text_pos + [len(g)], times)}
+    for k, i in enumerate(rows):
+        d, g = out[i], generated[i]
+        n = p + len(g)  # positions 0..n-1 predict seqs[1..n]
+        if i in todo:
+            logprobs = token_logprobs(engine, hidden[k, :n], ids[k, 1 : n + 1])
+            if engine.no_speech_id is not None:
+                d.no_speech_prob = float(np.exp(log_softmax_row(engine, hidden[k, sot_at])[engine.no_speech_id]))
+            # mean over the generated tokens and the closing end-of-text, as Whisper does
+            d.avg_logprob = float(np.mean(logprobs[p - 1 :])) if n > p - 1 else 0.0
+        text_pos = [j for j, t in enumerate(g) if t < engine.eos]
+        if want_words and text_pos:
+            # row (p - 1 + j) predicts generated token j; add the end-of-text row for the last word's end
+            att_rows = [p - 1 + j for j in text_pos] + [p - 1 + len(g)]
+            n_frames = int(np.ceil((windows[i].end - windows[i].start) / 0.02))
+            times = token_start_times(attn[k][:, att_rows, :], n_frames)
+            d.text_positions = text_pos
+            d.token_times = {j: float(t) for j, t in zip(text_pos + [len(g)], times)}
 
 
 def token_logprobs(engine, hidden, targets) -> np.ndarray:
