@@ -26,13 +26,14 @@ import copy
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ..errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
 
-CHOICES = ("none", "sampled", "int8")
+DecoderQuantization = Literal["none", "sampled", "int8"]  # ModelSettings.decoder_quantization validates with it
+CHOICES: tuple[str, ...] = get_args(DecoderQuantization)
 
 
 @dataclass(frozen=True)
@@ -109,21 +110,26 @@ def use_int8_steps(choice: str, device: str, greedy_loop: bool) -> bool:
 def int8_steps(model, greedy: bool = False) -> Int8Steps:
     """An int8 copy of ``model``'s decoder and vocabulary projection (the model itself is left as it is): every
     linear layer's weight quantized per output row (``per_channel_dynamic_qconfig``), everything else (embeddings,
-    layer norms, attention) kept in the model's precision."""
+    layer norms, attention) kept in the model's precision. One copy of the decoder is made; each linear is
+    quantized from a float32 copy of that layer alone."""
     import torch
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-    holder = torch.nn.Module()
-    holder.decoder = copy.deepcopy(model.model.decoder).float().eval()
-    holder.proj = copy.deepcopy(model.proj_out).float().eval()
-    with warnings.catch_warnings():  # torch >= 2.10 points eager-mode quantization users at torchao, every call
-        warnings.simplefilter("ignore")
-        quantized = quantize_dynamic(holder, {torch.nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
     decoder = copy.deepcopy(model.model.decoder).eval()  # the model's precision
     int8_linear = _int8_linear_class()
     for name, module in list(decoder.named_modules()):
         if isinstance(module, torch.nn.Linear):
             parent, _, leaf = name.rpartition(".")
-            setattr(decoder.get_submodule(parent), leaf, int8_linear(quantized.decoder.get_submodule(name)))
+            setattr(decoder.get_submodule(parent), leaf, int8_linear(_quantized(module)))
     logger.debug("Whisper decoding steps use int8 linears (%s kernels)", int8_engine())
-    return Int8Steps(decoder=decoder, projection=_Projection(quantized.proj), greedy=greedy)
+    return Int8Steps(decoder=decoder, projection=_Projection(_quantized(model.proj_out)), greedy=greedy)
+
+
+def _quantized(linear):
+    """A dynamically quantized copy of one ``nn.Linear`` (int8 weights per output row, float32 in and out)."""
+    import torch
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    holder = torch.nn.Sequential(copy.deepcopy(linear).float().eval())
+    with warnings.catch_warnings():  # torch >= 2.10 points eager-mode quantization users at torchao, every call
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(holder, {torch.nn.Linear: per_channel_dynamic_qconfig}, inplace=True)[0]

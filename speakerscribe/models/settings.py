@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ..asr.quantized import DecoderQuantization
 from ..errors import InputError, quote
 from ..options import (
     KNOWN_SPEAKER_THRESHOLD,
@@ -43,7 +44,7 @@ class ModelSettings(BaseSettings):
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N | mps")
     torch_dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
-    decoder_quantization: Literal["none", "sampled", "int8"] = Field(
+    decoder_quantization: DecoderQuantization = Field(
         "none",
         description="int8 weights for decoding steps on a CPU (not with STATIC_CACHE): sampled for the temperature "
         "fallback's sampled attempts, int8 for every step; none keeps the model's weights",
