@@ -180,6 +180,45 @@ def test_sampling_draws_what_generate_draws_from_the_same_seed(random_models):
         greedy_decode(model, states, prompt, rules, 4, temperature=0.5)
 
 
+def test_one_temperature_a_row_leaves_greedy_rows_greedy_and_samples_the_others(random_models):
+    """The fallback's temperatures side by side: rows at 0 are exactly the greedy rows of a greedy decoding of the
+    same batch, while rows leave the batch (a row whose first token is even stops after three), so each row keeps
+    its own temperature as the batch shrinks; the sampled rows differ from greedy, and the draws are seeded."""
+    import torch
+
+    model = _load(random_models.whisper_en)
+    rules = TimestampRules.from_generation_config(model.generation_config)
+    prompt = _prompt(model, 6)
+    states = torch.randn(
+        6, model.config.max_source_positions, model.config.d_model, generator=torch.Generator().manual_seed(7)
+    )
+    temperatures = (0.0, 1.0, 0.0, 0.8, 0.0, 1.0)
+    stopped_early = []
+
+    def stop(row):
+        if len(row) >= 3 and row[0] % 2 == 0:
+            stopped_early.append(row[0])
+            return True
+        return False
+
+    def run(temperature, seed=None):
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        with torch.inference_mode():
+            return greedy_decode(
+                model, states, prompt, rules, 30, stop, temperature=temperature, generator=generator
+            ).tolist()
+
+    greedy, mixed = run(0.0), run(temperatures, seed=5)
+    assert stopped_early  # rows left the batch during the decoding
+    for row, t in enumerate(temperatures):
+        if t == 0:
+            assert mixed[row] == greedy[row], row
+    assert any(mixed[row] != greedy[row] for row, t in enumerate(temperatures) if t > 0)
+    assert run(temperatures, seed=5) == mixed
+    with pytest.raises(ValueError, match="Generator"):
+        run(temperatures)
+
+
 def test_engine_decodes_with_the_tight_loop(random_models, monkeypatch):
     """The engine's greedy and sampled decodings go through greedy_decode; sampling with a generator of its own."""
     import speakerscribe.asr.decoding as decoding

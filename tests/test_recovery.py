@@ -125,3 +125,54 @@ def test_failing_windows_are_decoded_again_at_each_temperature_deterministically
     attempts = [r.getMessage() for r in caplog.records if "attempts" in r.getMessage()]
     assert attempts and "6 attempts" in attempts[0]
     assert random_handler(body)["text"] == first["text"]
+
+
+def _fake_engine():
+    class Engine:
+        min_new_tokens = None
+        assistant = None
+
+        def tight_loop(self, assistant=None):
+            return True
+
+    return Engine()
+
+
+def test_fallback_temperatures_are_decoded_side_by_side_and_the_first_that_passes_is_kept(monkeypatch):
+    """Two windows fail greedy decoding: every fallback temperature of both is decoded in ONE call, a row each;
+    a window keeps its first passing attempt (not a likelier later one), one that never passes keeps the best."""
+    import speakerscribe.asr.recovery as recovery
+    from speakerscribe.asr.decoded import DecodePlan
+
+    opts = AsrOptions()
+    windows = [Span(0.0, 30.0), Span(30.0, 60.0), Span(60.0, 90.0)]
+    seg = [RawSegment(0.0, 1.0, (1,))]
+    # window -> temperature -> avg log-prob of that attempt (>= -1 passes)
+    logprob = {0: {0.0: -1.5, 0.2: -1.3, 0.4: -0.8, 0.6: -0.2}, 1: {0.0: -0.3}, 2: {0.0: -2.0, 0.8: -1.1}}
+    calls = []
+
+    def attempt(engine, enc, ws, prompt, o, words, clock, temperature, assistant=None):
+        calls.append((list(enc), temperature))
+        temps = temperature if isinstance(temperature, tuple) else (temperature,) * len(ws)
+        out = []
+        for w, t, row in zip(ws, temps, enc):
+            lp = logprob[row].get(t, -1.2)
+            out.append(_Decoded(window=w, segments=list(seg), temperature=t, avg_logprob=lp, text="x"))
+        return out
+
+    monkeypatch.setattr(recovery.decoding, "attempt", attempt)
+    monkeypatch.setattr(recovery.features, "prompt_ids", lambda *a: [1])
+    monkeypatch.setattr(recovery, "select_rows", lambda enc, rows: [enc[i] for i in rows])
+    out = recovery.decode_batch(_fake_engine(), [0, 1, 2], windows, "en", opts, DecodePlan(), lambda *a: None)
+    hotter = (0.2, 0.4, 0.6, 0.8, 1.0)
+    assert calls == [([0, 1, 2], 0.0), ([0] * 5 + [2] * 5, hotter * 2)]
+    # window 0 passes first at 0.4 (0.6 is likelier, and not kept); window 2 never passes: its likeliest, 0.8
+    assert [d.temperature for d in out] == [0.4, 0.0, 0.8]
+    # a batch too small for one window's temperatures: they go in turn, each for the windows still failing
+    calls.clear()
+    out = recovery.decode_batch(
+        _fake_engine(), [0, 1, 2], windows, "en", opts, DecodePlan(batch_size=4), lambda *a: None
+    )
+    assert [c[1] for c in calls] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert [c[0] for c in calls][1:3] == [[0, 2], [0, 2]] and calls[3][0] == [2]
+    assert [d.temperature for d in out] == [0.4, 0.0, 0.8]

@@ -30,7 +30,13 @@ _GLOBAL_SAMPLING = threading.Lock()
 
 
 def generate(
-    engine, encoder_outputs, prompt: list[int], assistant=None, temperature: float = 0.0, check=None, logprobs=None
+    engine,
+    encoder_outputs,
+    prompt: list[int],
+    assistant=None,
+    temperature: float | tuple[float, ...] = 0.0,
+    check=None,
+    logprobs=None,
 ):
     """Decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
@@ -41,20 +47,22 @@ def generate(
     token counts (benchmarks) run there too. The draft model and the static cache go through
     :meth:`generate_with_transformers`, which can only sample from the process-wide generator: such samplings take
     turns (seeding it, drawing, putting its state back). ``check()`` (the tight loop only) runs before every
-    decoding step and may raise to stop it. Returns (B, len(prompt) + new) token ids.
+    decoding step and may raise to stop it. ``temperature`` may be a tuple, one a row (the tight loop only: the
+    fallback's temperatures decoded side by side). Returns (B, len(prompt) + new) token ids.
     """
     import torch
 
+    hottest = max(temperature) if isinstance(temperature, tuple) else temperature
     batch = encoder_outputs.last_hidden_state.shape[0]
     ids = torch.tensor([prompt], device=engine.placement.device, dtype=torch.long).repeat(batch, 1)
     # one position stays free for the end-of-text token the scoring pass appends
     limit = engine.model.config.max_target_positions - 1
     new_tokens = min(engine.max_new_tokens or limit, limit - len(prompt))
-    if assistant is None and not engine.static_cache:
+    if engine.tight_loop(assistant):
         generator = None
-        if temperature > 0:
+        if hottest > 0:
             generator = torch.Generator(device=engine.placement.device).manual_seed(FALLBACK_SEED)
-        steps = engine.int8_steps if engine.int8_steps and engine.int8_steps.used_for(temperature) else None
+        steps = engine.int8_steps if engine.int8_steps and engine.int8_steps.used_for(hottest) else None
         return greedy_decode(
             engine.model,
             encoder_outputs.last_hidden_state,
@@ -71,6 +79,8 @@ def generate(
             decoder=None if steps is None else steps.decoder,
             logprobs=logprobs if steps is None else None,  # int8 steps: confidence stays the model's
         )
+    if isinstance(temperature, tuple):
+        raise ValueError("one temperature a row needs the tight loop (no draft model, no static cache)")
     if temperature <= 0:
         return generate_with_transformers(engine, encoder_outputs, ids, new_tokens, assistant, temperature)
     with _GLOBAL_SAMPLING, torch.random.fork_rng(devices=[]):
@@ -140,10 +150,10 @@ def attempt(
     opts: AsrOptions,
     words: bool,
     clock,
-    temperature: float,
+    temperature: float | tuple[float, ...],
     assistant=None,
 ) -> list[Decoded]:
-    """One decoding of every row at ``temperature`` (seeded when sampling), scored."""
+    """One decoding of every row at ``temperature`` (seeded when sampling; a tuple: one a row), scored."""
 
     with clock("asr_generate"):
         check = clock.cancel.check if clock.cancel is not None else None
@@ -151,14 +161,15 @@ def attempt(
         sequences = generate(engine, enc, prompt, assistant, temperature, check=check, logprobs=logprobs)
         generated = [strip_prompt(engine, s.tolist()[len(prompt) :]) for s in sequences]
     out = []
-    for w, g in zip(windows, generated):
+    row_temperatures = temperature if isinstance(temperature, tuple) else (temperature,) * len(windows)
+    for w, g, t in zip(windows, generated, row_temperatures):
         text_tokens = text_token_ids(g, engine.eos)
         text = engine.tokenizer.decode(text_tokens, skip_special_tokens=True) if text_tokens else ""
         out.append(
             Decoded(
                 window=w,
                 segments=split_segments(g, engine.timestamp_begin, engine.eos),
-                temperature=temperature,
+                temperature=t,
                 text=text,
                 compression_ratio=compression_ratio(text) if text.strip() else 0.0,
                 loops=find_loop(text_tokens) is not None,

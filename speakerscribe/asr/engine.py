@@ -250,6 +250,11 @@ class WhisperEngine:
                 progress(len(decoded), len(windows))
         return [decoded[i] for i in range(len(windows))], language, probability
 
+    def tight_loop(self, assistant=None) -> bool:
+        """Whether decodings run in the tight loop (:func:`.greedy.greedy_decode`): not with a draft model or the
+        static cache, which go through transformers' ``generate``."""
+        return assistant is None and not self.static_cache
+
     def ends_in_loop(self, generated: list[int]) -> bool:
         """Whether a row's generated tokens end in a repetition loop (:func:`.decoding.row_ends_in_loop`)."""
         return decoding.row_ends_in_loop(generated, self.eos)

@@ -26,7 +26,7 @@ The timestamp rules (openai-whisper's ``ApplyTimestampRules``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -64,28 +64,34 @@ def greedy_decode(
     stop_row: Callable[[list[int]], bool] | None = None,
     projection: VocabProjection | None = None,
     check: Callable[[], None] | None = None,
-    temperature: float = 0.0,
+    temperature: float | Sequence[float] = 0.0,
     generator=None,
     min_new_tokens: int = 0,
     decoder=None,
     logprobs: TokenLogprobs | None = None,
 ):
     """Decode every row of ``encoder_states`` (B, frames, d) from ``prompt_ids`` (B, P): greedily, or with
-    ``temperature`` > 0 by sampling with ``generator`` (a ``torch.Generator`` on the model's device; required then).
+    ``temperature`` > 0 by sampling with ``generator`` (a ``torch.Generator`` on the model's device; required then),
+    or with one temperature a row (a sequence: the fallback's temperatures side by side, rows at 0 greedy).
     Returns (B, P + steps) token ids, as ``generate`` does; finished rows are padded with end-of-text.
 
     ``stop_row(generated)`` is asked after each text token of an unfinished row (its tokens so far, timestamps
     included); True finishes the row as end-of-text would. ``projection``: the model's :class:`VocabProjection`
     (the same one every call: it keeps a copy of the weight). ``check()`` runs before every step and may raise to
-    stop the decoding (a deadline or a client gone stops the work within one step, not one window). Greedy,
-    finished rows leave the batch once they are a quarter of it (``generate`` decodes them to the longest row's
-    end). ``min_new_tokens`` forbids end-of-text for that many steps (forced token counts on random weights).
-    ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`, with its own ``projection``).
-    ``logprobs`` is filled with what the scoring pass would otherwise compute (:class:`TokenLogprobs`).
+    stop the decoding (a deadline or a client gone stops the work within one step, not one window). Greedy or
+    with a temperature a row, finished rows leave the batch once they are a quarter of it (``generate`` decodes
+    them to the longest row's end). ``min_new_tokens`` forbids end-of-text for that many steps (forced token counts
+    on random weights). ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`, with its
+    own ``projection``). ``logprobs`` is filled with what the scoring pass would otherwise compute
+    (:class:`TokenLogprobs`).
     """
     import torch
 
-    if temperature > 0 and generator is None:
+    per_row = not isinstance(temperature, (int, float))
+    if per_row:  # one temperature a row: sampled rows may leave the batch too (no generate order to follow)
+        temperature = torch.as_tensor(temperature, dtype=torch.float32, device=prompt_ids.device)
+    sampling = bool((temperature > 0).any()) if per_row else temperature > 0
+    if sampling and generator is None:
         raise ValueError("sampling (temperature > 0) needs a torch.Generator of its own")
     decoder = decoder if decoder is not None else model.model.decoder
     batch = prompt_ids.shape[0]
@@ -102,7 +108,8 @@ def greedy_decode(
         scores = project(out.last_hidden_state[:, -1]).float()
         seen = logprobs.before_rules(scores, out.last_hidden_state, project, step) if logprobs else None
         state.apply_rules(scores, step)
-        token = state.advance(_choose(scores, rules.timestamp_begin, temperature, generator), step)
+        row_temperature = temperature[rows] if per_row else temperature
+        token = state.advance(_choose(scores, rules.timestamp_begin, row_temperature, generator), step)
         full = token if rows.shape[0] == batch else _scatter(token, rows, batch, rules.eos)
         steps.append(full)
         if logprobs is not None:
@@ -110,8 +117,8 @@ def greedy_decode(
         state.finish(_rows_to_stop(token, state.finished, rows.tolist(), generated, rules.eos, stop_row))
         if bool(state.finished.all()):
             break
-        if temperature == 0 and _worth_dropping(state.finished):
-            # sampling keeps finished rows: its draws, one per row, follow generate's order
+        if (per_row or not sampling) and _worth_dropping(state.finished):
+            # sampling at one temperature keeps finished rows: its draws, one per row, follow generate's order
             encoder_states, rows, token = _drop_finished(state, cache, encoder_states, rows, token)
         step_input = token[:, None]
     return torch.cat([prompt_ids, torch.stack(steps, dim=1)], dim=1) if steps else prompt_ids
@@ -290,10 +297,16 @@ def _choose(scores, tb: int, temperature: float, generator):
     timestamp_mass = torch.logsumexp(logprobs[:, tb:], dim=-1)
     best_text = logprobs[:, :tb].max(dim=-1).values
     scores[:, :tb].masked_fill_((timestamp_mass > best_text)[:, None], float("-inf"))
-    if temperature > 0:
-        probs = torch.softmax(scores / temperature, dim=-1)
-        return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
-    return scores.argmax(dim=-1)
+    if isinstance(temperature, (int, float)):
+        if temperature > 0:
+            probs = torch.softmax(scores / temperature, dim=-1)
+            return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
+        return scores.argmax(dim=-1)
+    # one temperature a row (rows at 0 greedy): every row draws, so the draws do not depend on which rows are greedy
+    hot = temperature > 0
+    probs = torch.softmax(scores / torch.where(hot, temperature, 1.0)[:, None], dim=-1)
+    drawn = torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
+    return torch.where(hot, drawn, scores.argmax(dim=-1))
 
 
 def _rows_to_stop(token, finished, rows: list[int], generated: list[list[int]], eos: int, stop_row) -> list[int]:

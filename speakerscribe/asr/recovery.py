@@ -28,34 +28,71 @@ def decode_batch(
     """Decode a batch of encoded windows; windows that fail are decoded again at higher temperatures."""
     prompt = features.prompt_ids(engine, language, opts.task, opts.prompt)
     assistant = engine.assistant if plan.assisted else None
-    words = plan.word_timestamps
-    out = decoding.attempt(engine, enc, windows, prompt, opts, words, clock, opts.temperature, assistant)
+    out = decoding.attempt(engine, enc, windows, prompt, opts, plan.word_timestamps, clock, opts.temperature, assistant)
     if engine.min_new_tokens is not None:  # forced token counts (benchmarks): no recovery
         return out
-    attempts = {i: [d] for i, d in enumerate(out) if d.failed(opts)}
-    failing = list(attempts)
-    for temperature in (t for t in opts.fallback_temperatures if t > opts.temperature):
+    failing = [i for i, d in enumerate(out) if d.failed(opts)]
+    hotter = tuple(t for t in opts.fallback_temperatures if t > opts.temperature)
+    if not failing or not hotter:
+        return out
+    retry = _side_by_side if engine.tight_loop(assistant) and plan.batch_size >= len(hotter) else _in_turn
+    tries = retry(engine, enc, windows, failing, hotter, prompt, opts, plan, clock, assistant)
+    for i in failing:
+        attempts = [out[i], *tries[i]]
+        passed = next((k for k, d in enumerate(attempts) if not d.failed(opts)), None)
+        out[i] = attempts[passed] if passed is not None else best_attempt(attempts, opts)
+        logger.info(
+            "window %.1f-%.1f s: %d attempts, kept temperature %.1f (avg log-prob %.2f, compression %.2f%s)",
+            windows[i].start,
+            windows[i].end,
+            len(attempts) if passed is None else passed + 1,
+            out[i].temperature,
+            out[i].avg_logprob,
+            out[i].compression_ratio,
+            ", loops" if out[i].loops else "",
+        )
+    return out
+
+
+def _side_by_side(engine, enc, windows, failing, hotter, prompt, opts, plan, clock, assistant) -> dict:
+    """Every fallback temperature of every failing window decoded at once, a row each (as many windows a batch as
+    ``plan.batch_size`` rows hold): one pass of decoding steps instead of one per temperature. Each row samples
+    from its own temperature's distribution, so what passes is what the turns would have drawn from."""
+    per_batch = max(1, plan.batch_size // len(hotter))
+    tries: dict[int, list[Decoded]] = {}
+    for b in range(0, len(failing), per_batch):
+        group = failing[b : b + per_batch]
+        rows = [i for i in group for _ in hotter]
+        temperatures = hotter * len(group)
+        decoded = decoding.attempt(
+            engine,
+            select_rows(enc, rows),
+            [windows[i] for i in rows],
+            prompt,
+            opts,
+            plan.word_timestamps,
+            clock,
+            temperatures,
+        )
+        for k, i in enumerate(group):
+            tries[i] = decoded[k * len(hotter) : (k + 1) * len(hotter)]
+    return tries
+
+
+def _in_turn(engine, enc, windows, failing, hotter, prompt, opts, plan, clock, assistant) -> dict:
+    """The fallback temperatures in turn (openai-whisper's order), each for the windows still failing: where the
+    rows of one window's temperatures do not fit a batch, or decoding goes through ``generate``."""
+    tries: dict[int, list[Decoded]] = {i: [] for i in failing}
+    for temperature in hotter:
         if not failing:
             break
         sub = select_rows(enc, failing)
-        retry = decoding.attempt(engine, sub, [windows[i] for i in failing], prompt, opts, words, clock, temperature)
+        ws = [windows[i] for i in failing]
+        retry = decoding.attempt(engine, sub, ws, prompt, opts, plan.word_timestamps, clock, temperature, assistant)
         for i, d in zip(failing, retry):
-            attempts[i].append(d)
+            tries[i].append(d)
         failing = [i for i, d in zip(failing, retry) if d.failed(opts)]
-    for i, tries in attempts.items():
-        out[i] = tries[-1] if i not in failing else best_attempt(tries, opts)
-        if len(tries) > 1:
-            logger.info(
-                "window %.1f-%.1f s: %d attempts, kept temperature %.1f (avg log-prob %.2f, compression %.2f%s)",
-                windows[i].start,
-                windows[i].end,
-                len(tries),
-                out[i].temperature,
-                out[i].avg_logprob,
-                out[i].compression_ratio,
-                ", loops" if out[i].loops else "",
-            )
-    return out
+    return tries
 
 
 def split_loops(
