@@ -76,23 +76,15 @@ def greedy_decode(
     Returns (B, P + steps) token ids, as ``generate`` does; finished rows are padded with end-of-text.
 
     ``stop_row(generated)`` is asked after each text token of an unfinished row (its tokens so far, timestamps
-    included); True finishes the row as end-of-text would. ``projection``: the model's :class:`VocabProjection`
-    (the same one every call: it keeps a copy of the weight). ``check()`` runs before every step and may raise to
-    stop the decoding (a deadline or a client gone stops the work within one step, not one window). Greedy or
-    with a temperature a row, finished rows leave the batch once they are a quarter of it (``generate`` decodes
-    them to the longest row's end). ``min_new_tokens`` forbids end-of-text for that many steps (forced token counts
-    on random weights). ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`, with its
-    own ``projection``). ``logprobs`` is filled with what the scoring pass would otherwise compute
-    (:class:`TokenLogprobs`).
-    """
+    included); True finishes the row. ``projection``: the model's :class:`VocabProjection` (the same one every
+    call: it keeps a copy of the weight). ``check()`` runs before every step and may raise to stop the decoding.
+    Greedy or with a temperature a row, finished rows leave the batch once they are a quarter of it (``generate``
+    decodes them to the longest row's end). ``min_new_tokens`` forbids end-of-text for that many steps (forced
+    token counts on random weights). ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`,
+    with its own ``projection``). ``logprobs`` is filled with what the scoring pass would otherwise compute."""
     import torch
 
-    per_row = not isinstance(temperature, (int, float))
-    if per_row:  # one temperature a row: sampled rows may leave the batch too (no generate order to follow)
-        temperature = torch.as_tensor(temperature, dtype=torch.float32, device=prompt_ids.device)
-    sampling = bool((temperature > 0).any()) if per_row else temperature > 0
-    if sampling and generator is None:
-        raise ValueError("sampling (temperature > 0) needs a torch.Generator of its own")
+    temperature, per_row, sampling = _temperatures(temperature, prompt_ids.device, generator)
     decoder = decoder if decoder is not None else model.model.decoder
     batch = prompt_ids.shape[0]
     project = projection or VocabProjection(model.proj_out)
@@ -108,8 +100,8 @@ def greedy_decode(
         scores = project(out.last_hidden_state[:, -1]).float()
         seen = logprobs.before_rules(scores, out.last_hidden_state, project, step) if logprobs else None
         state.apply_rules(scores, step)
-        row_temperature = temperature[rows] if per_row else temperature
-        token = state.advance(_choose(scores, rules.timestamp_begin, row_temperature, generator), step)
+        chosen = _choose(scores, rules.timestamp_begin, temperature[rows] if per_row else temperature, generator)
+        token = state.advance(chosen, step)
         full = token if rows.shape[0] == batch else _scatter(token, rows, batch, rules.eos)
         steps.append(full)
         if logprobs is not None:
@@ -286,6 +278,21 @@ class _RowStates:
         self.last_ts = self.last_ts.index_select(0, indices)
         self.penult_ts = self.penult_ts.index_select(0, indices)
         self.newest_ts = self.newest_ts.index_select(0, indices)
+
+
+def _temperatures(temperature, device, generator):
+    """(temperature, one a row?, sampling?): a sequence becomes a (B,) tensor on ``device``; its sampled rows may
+    leave the batch as they finish (there is no ``generate`` order of draws to follow). Sampling needs a
+    ``generator``."""
+    import torch
+
+    per_row = not isinstance(temperature, (int, float))
+    if per_row:
+        temperature = torch.as_tensor(temperature, dtype=torch.float32, device=device)
+    sampling = bool((temperature > 0).any()) if per_row else temperature > 0
+    if sampling and generator is None:
+        raise ValueError("sampling (temperature > 0) needs a torch.Generator of its own")
+    return temperature, per_row, sampling
 
 
 def _choose(scores, tb: int, temperature: float, generator):
