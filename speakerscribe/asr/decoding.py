@@ -71,7 +71,7 @@ def generate(
             new_tokens,
             # forced token counts (benchmarks on random weights) must not stop at a loop
             stop_row=engine.ends_in_loop if engine.min_new_tokens is None else None,
-            projection=_step_projection(engine, steps, hottest),
+            projection=engine.projection if steps is None else steps.projection,
             check=check,
             temperature=temperature,
             generator=generator,
@@ -86,14 +86,6 @@ def generate(
     with _GLOBAL_SAMPLING, torch.random.fork_rng(devices=[]):
         torch.manual_seed(FALLBACK_SEED)
         return generate_with_transformers(engine, encoder_outputs, ids, new_tokens, assistant, temperature)
-
-
-def _step_projection(engine, steps, hottest: float):
-    """The int8 steps' projection; else the full one for sampling (it needs every probability), the screened one
-    (:mod:`.projection`) for greedy steps."""
-    if steps is not None:
-        return steps.projection
-    return engine.projection if hottest > 0 else engine.step_projection
 
 
 def generate_with_transformers(engine, encoder_outputs, ids, new_tokens: int, assistant=None, temperature=0.0):

@@ -45,7 +45,6 @@ from .attention import use_step_attention
 from .decoded import Decoded, DecodePlan
 from .greedy import TimestampRules, VocabProjection
 from .languages import normalise_language
-from .projection import ScreenedProjection
 from .quantized import Int8Steps, use_int8_steps
 from .quantized import int8_steps as build_int8_steps
 
@@ -92,10 +91,6 @@ class WhisperEngine:
         self.timestamp_begin = int(gen.no_timestamps_token_id) + 1
         self.timestamp_rules = TimestampRules.from_generation_config(gen)
         self.projection = VocabProjection(model.proj_out)
-        # greedy steps: the same tokens from an int8-screened product where it can run (:mod:`.projection`)
-        suppressed = (*self.timestamp_rules.suppress, self.timestamp_rules.no_timestamps)
-        screened = ScreenedProjection.maybe(model.proj_out, self.eos, suppressed, self.projection)
-        self.step_projection = screened or self.projection
         self.multilingual = bool(getattr(gen, "is_multilingual", False))
         self.lang_to_id: dict[str, int] = {
             k.strip("<|>"): int(v) for k, v in (getattr(gen, "lang_to_id", None) or {}).items()
