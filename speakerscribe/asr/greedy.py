@@ -98,7 +98,7 @@ def greedy_decode(
         out = decoder(input_ids=step_input, encoder_hidden_states=encoder_states, past_key_values=cache, use_cache=True)
         cache = out.past_key_values
         scores = project(out.last_hidden_state[:, -1]).float()
-        seen = logprobs.before_rules(scores, out.last_hidden_state, project, step) if logprobs else None
+        seen = logprobs.before_rules(scores, out.last_hidden_state, project, step) if logprobs is not None else None
         state.apply_rules(scores, step)
         chosen = _choose(scores, rules.timestamp_begin, temperature[rows] if per_row else temperature, generator)
         token = state.advance(chosen, step)
@@ -152,9 +152,6 @@ class TokenLogprobs:
             full[rows] = value
             value = full
         self.per_step.append(value)
-
-    def filled(self) -> bool:
-        return bool(self.per_step)
 
     def rows(self, lengths: list[int]) -> list[tuple[list[float], float | None] | None]:
         """Per row of ``lengths`` generated tokens: the log-probabilities of its tokens and its end-of-text, and its

@@ -27,7 +27,7 @@ def score(
 ) -> None:
     """No-speech probability and mean log-probability of each row (from ``logprobs`` where the loop reported them),
     and cross-attention for word times, from a teacher-forced pass over ``prompt`` + generated rows."""
-    reported = logprobs.rows([len(g) for g in generated]) if logprobs is not None and logprobs.filled() else None
+    reported = logprobs.rows([len(g) for g in generated]) if logprobs is not None and logprobs.per_step else None
     todo = []
     for i, d in enumerate(out):
         if reported is None or reported[i] is None:

@@ -61,7 +61,7 @@ def plan_windows(regions: list[Span], samples: np.ndarray, max_len: float) -> li
             cut = quietest_cut(samples, lo, limit)
             windows.append(Span(start, cut))
             start, end, s = cut, None, cut
-    if start is not None and end is not None:
+    if end is not None:  # (a window with speech in it has a start)
         windows.append(Span(start, end))
     return windows
 
