@@ -45,7 +45,7 @@ def decode_batch(
             "window %.1f-%.1f s: %d attempts, kept temperature %.1f (avg log-prob %.2f, compression %.2f%s)",
             windows[i].start,
             windows[i].end,
-            len(attempts) if passed is None else passed + 1,
+            len(attempts),  # decoded: in turn, up to the first that passed; side by side, all of them
             out[i].temperature,
             out[i].avg_logprob,
             out[i].compression_ratio,
