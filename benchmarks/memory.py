@@ -20,6 +20,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -157,6 +158,7 @@ def main() -> int:
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    shutil.rmtree(work, ignore_errors=True)  # the FLAC bodies: tens of MB each for long audio
     print(f"model {args.model}, diarization {'off' if args.no_diarization else 'on'}, CPU, default settings")
     print("| audio | body (FLAC) | decoded 16 kHz | loaded RSS | peak above loaded | wall | x real time | stages |")
     print("|---|---|---|---|---|---|---|---|")

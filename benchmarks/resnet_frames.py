@@ -65,13 +65,14 @@ def main(argv=None) -> int:
     from speakerscribe.diarization.pyannote_pipeline import SharedFrameDiarization, build
     from speakerscribe_dev.random_models import write_community1_pipeline
 
-    folder = write_community1_pipeline(
-        Path(tempfile.mkdtemp()) / "community-1", args.models / "diarization" / "segmentation" / "pytorch_model.bin"
-    )
-    pipelines = {
-        "per window": build(Pipeline.from_pretrained(folder), shared_frames=False),
-        "shared frames": build(Pipeline.from_pretrained(folder)),
-    }
+    with tempfile.TemporaryDirectory() as tmp:  # the weights are in memory once loaded: nothing left in /tmp
+        folder = write_community1_pipeline(
+            Path(tmp) / "community-1", args.models / "diarization" / "segmentation" / "pytorch_model.bin"
+        )
+        pipelines = {
+            "per window": build(Pipeline.from_pretrained(folder), shared_frames=False),
+            "shared frames": build(Pipeline.from_pretrained(folder)),
+        }
     assert type(pipelines["shared frames"]) is SharedFrameDiarization
     embeddings: dict[str, np.ndarray] = {}
     for name, pipeline in pipelines.items():

@@ -19,9 +19,11 @@ export PYANNOTE_METRICS_ENABLED=false HF_HUB_OFFLINE=1
 whole_suite=1
 for arg in "$@"; do [[ "$arg" == -* ]] || whole_suite=0; done
 min_pid=""
-if [ "$whole_suite" = 1 ] && [ "${SKIP_MIN_VERSIONS:-0}" != "1" ]; then
-  # .venv-min (scripts/test-min-versions.sh, after the suite) is four minutes of pip, mostly download and disk: build
-  # it beside the suite. Its log is printed afterwards; if it fails, test-min-versions.sh tries again and says why.
+# .venv-min (scripts/test-min-versions.sh, after the suite) is four minutes of pip, mostly download and disk: build it
+# beside the suite when the disk has room for it and the image test together (about 5 + 8 GB, with margin), else after.
+free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
+if [ "$whole_suite" = 1 ] && [ "${SKIP_MIN_VERSIONS:-0}" != "1" ] && [ "${free_kb:-0}" -gt $((20 * 1024 * 1024)) ]; then
+  # Its log is printed afterwards; if it fails, test-min-versions.sh tries again and says why.
   min_log=$(mktemp)
   (. scripts/venv.sh && ensure_venv .venv-min constraints-min.txt) >"$min_log" 2>&1 &
   min_pid=$!
