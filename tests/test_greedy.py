@@ -367,3 +367,28 @@ def test_forced_token_counts_reach_the_tight_loop_without_the_loop_stop(random_m
     engine.min_new_tokens = 12
     engine.transcribe(audio, [Span(0.0, 3.0)], options)
     assert calls[-1]["min_new_tokens"] == 12 and calls[-1]["stop_row"] is None
+
+
+def test_greedy_choice_is_the_log_softmax_rule_on_masked_and_transposed_scores():
+    """The greedy step's choice without a whole-vocabulary log-softmax picks what openai-whisper's rule picks
+    (log-probabilities of the timestamps summed against the best text token, then the best token left), on scores
+    with masked rows and columns, in the transposed layout the CPU projection returns."""
+    import torch
+
+    from speakerscribe.asr.greedy import _as_float_rows, _choose
+
+    tb, vocab = 90, 120
+    generator = torch.Generator().manual_seed(3)
+    for trial in range(200):
+        scores = torch.randn(vocab, 16, generator=generator).T * (1 + trial % 7)  # (16, vocab), transposed
+        scores[0, tb:] = float("-inf")  # no timestamp allowed
+        scores[1, :tb] = float("-inf")  # only timestamps
+        scores[2, tb:] = scores[2, :tb].max() + 3  # timestamps far likelier
+        scores[3, torch.randperm(vocab, generator=generator)[:60]] = float("-inf")
+        rows = _as_float_rows(scores.to(torch.bfloat16))
+        assert rows.is_contiguous() and torch.equal(rows, scores.to(torch.bfloat16).float())
+        logprobs = torch.log_softmax(rows, dim=-1)
+        timestamps_win = torch.logsumexp(logprobs[:, tb:], dim=-1) > logprobs[:, :tb].max(dim=-1).values
+        expected = rows.clone()
+        expected[:, :tb].masked_fill_(timestamps_win[:, None], float("-inf"))
+        assert torch.equal(_choose(rows.clone(), tb, 0.0, None), expected.argmax(dim=-1)), trial
