@@ -16,7 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .asr.coverage import MAX_FOLLOW_UP_ROUNDS, chunks_in, confident, covered_spans, follow_up_windows
+from .asr.coverage import (
+    MAX_FOLLOW_UP_ROUNDS,
+    SpeechMap,
+    chunks_in,
+    confident,
+    covered_spans,
+    follow_up_windows,
+)
 from .asr.engine import DecodePlan, WhisperEngine
 from .audio.vad import SileroVAD, heard_only_briefly, speech_regions
 from .audio.windows import plan_windows, uncovered
@@ -227,9 +234,9 @@ class Transcriber:
         future = self._start_diarization(waveform, windows, options, diarization_timer, references)
         with timer("asr"):
             try:
-                transcript, plan = self._transcribe(
-                    waveform, windows, options, plan, lambda done, total: report("transcribe", done, total), timer
-                )
+                progress_of = lambda done, total: report("transcribe", done, total)  # noqa: E731
+                speech = self._speech_map(heard)
+                transcript, plan = self._transcribe(waveform, windows, options, plan, progress_of, timer, speech)
                 transcript = self._follow_up(waveform, heard, transcript, options, plan, timer)
             except BaseException:
                 cancel.cancel("failed")  # diarization running alongside stops at its next batch
@@ -313,7 +320,7 @@ class Transcriber:
         """
         if heard.probabilities is None or not transcript.chunks:
             return transcript
-        declined: list[Span] = []
+        declined: list[Span] = list(transcript.declined)  # tails the windows' own encodings gave nothing sure for
         # no retries at higher temperatures (_again): a follow-up Whisper is not sure of is what it makes up in a
         # pause between turns ("Thank you.", "Bye."), and it is dropped below
         again = _again(options, transcript)
@@ -382,8 +389,10 @@ class Transcriber:
         plan: DecodePlan,
         progress,
         timer: StageTimer,
+        speech: SpeechMap | None = None,
     ) -> tuple[Transcript, DecodePlan]:
-        """ASR with an automatic smaller batch on accelerator out-of-memory; returns the plan that worked."""
+        """ASR with an automatic smaller batch on accelerator out-of-memory; returns the plan that worked. ``speech``:
+        windows that stop early are decoded again from there (:mod:`speakerscribe.asr.refill`)."""
         import torch
 
         oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
@@ -392,7 +401,8 @@ class Transcriber:
             try:
                 attempt = dataclasses.replace(plan, batch_size=batch)
                 clock = timer.nested(cuda=self.models.placement.is_cuda)
-                return self.models.asr.transcribe(waveform, windows, options.asr, attempt, progress, clock), attempt
+                asr = self.models.asr
+                return asr.transcribe(waveform, windows, options.asr, attempt, progress, clock, speech), attempt
             except oom as exc:
                 torch.cuda.empty_cache()
                 if batch == 1 or plan.assisted:
@@ -402,6 +412,12 @@ class Transcriber:
                     ) from exc
                 batch = max(1, batch // 2)
                 logger.warning("out of memory; retrying with batch_size=%d", batch)
+
+    def _speech_map(self, heard: Heard) -> SpeechMap | None:
+        """What the VAD heard, for the tails (None without its probabilities: no VAD, or the whole audio heard)."""
+        if heard.probabilities is None:
+            return None
+        return SpeechMap(heard.regions, heard.probabilities, self.vad_options.threshold)
 
     def _diarize(
         self, waveform: Waveform, options: RequestOptions, timer: StageTimer, references: tuple[Reference, ...]

@@ -74,6 +74,9 @@ class Transcript:
     chunks: tuple[Chunk, ...]
     language: str | None = None
     language_probability: float | None = None
+    # speech decoded again where a window's transcript stopped early, without finding anything sure: the follow-ups
+    # leave it alone (speakerscribe.asr.refill)
+    declined: tuple[Span, ...] = ()
 
     @property
     def text(self) -> str:

@@ -10,9 +10,13 @@ import pytest
 from speakerscribe.asr.greedy import TimestampRules, greedy_decode
 
 
-def _hf_generate(model, encoder_states, prompt, max_new, stop=None, temperature=0.0, min_new=None):
+def _hf_generate(
+    model, encoder_states, prompt, max_new, stop=None, temperature=0.0, min_new=None, begin_index=None, suppress=True
+):
     """``GenerationMixin.generate`` as the engine called it before the tight loop: greedy, or sampled at
-    ``temperature`` from the process-wide generator; ``min_new`` forbids end-of-text for that many tokens."""
+    ``temperature`` from the process-wide generator; ``min_new`` forbids end-of-text for that many tokens.
+    ``begin_index``: where the timestamp rules start reading (tokens of ``prompt`` from there on count as generated);
+    ``suppress=False`` leaves out the tokens suppressed at the first step."""
     import torch
     from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
     from transformers.generation.logits_process import WhisperTimeStampLogitsProcessor
@@ -33,7 +37,7 @@ def _hf_generate(model, encoder_states, prompt, max_new, stop=None, temperature=
         max_length=prompt.shape[1] + max_new,
         min_new_tokens=min_new,
         suppress_tokens=list(gen.suppress_tokens or []) or None,
-        begin_suppress_tokens=list(gen.begin_suppress_tokens or []) or None,
+        begin_suppress_tokens=(list(gen.begin_suppress_tokens or []) or None) if suppress else None,
     )
     kwargs = {"stopping_criteria": StoppingCriteriaList([stop])} if stop is not None else {}
     with torch.inference_mode():
@@ -42,7 +46,9 @@ def _hf_generate(model, encoder_states, prompt, max_new, stop=None, temperature=
             encoder_outputs=BaseModelOutput(last_hidden_state=encoder_states),
             decoder_input_ids=prompt,
             generation_config=config,
-            logits_processor=LogitsProcessorList([WhisperTimeStampLogitsProcessor(gen, begin_index=prompt.shape[1])]),
+            logits_processor=LogitsProcessorList(
+                [WhisperTimeStampLogitsProcessor(gen, begin_index=begin_index or prompt.shape[1])]
+            ),
             **kwargs,
         )
 
@@ -392,3 +398,42 @@ def test_greedy_choice_is_the_log_softmax_rule_on_masked_and_transposed_scores()
         expected = rows.clone()
         expected[:, :tb].masked_fill_(timestamps_win[:, None], float("-inf"))
         assert torch.equal(_choose(rows.clone(), tb, 0.0, None), expected.argmax(dim=-1)), trial
+
+
+def test_first_tokens_given_are_kept_and_the_rules_go_on_from_them(random_models):
+    """Rows started at a given timestamp (a window's tail decoded again, :mod:`speakerscribe.asr.refill`) decode
+    what ``generate`` decodes after a prompt ending in that timestamp, its rules reading the timestamp as generated;
+    the given token's log-probability is the model's own, though the first-step rule (at most 1 s) would mask it."""
+    import dataclasses
+
+    import torch
+
+    from speakerscribe.asr.greedy import TokenLogprobs
+
+    model = _load(random_models.whisper_en)
+    rules = dataclasses.replace(TimestampRules.from_generation_config(model.generation_config), begin_suppress=())
+    frames = model.config.max_source_positions
+    timestamps = texts = 0
+    for seed in range(4):
+        g = torch.Generator().manual_seed(seed)
+        states = torch.randn(3, frames, model.config.d_model, generator=g) * (0.5 + seed)
+        prompt = _prompt(model, 3)
+        first = torch.tensor([rules.timestamp_begin + k for k in (250, 600, 1100)])  # 5 s, 12 s, 22 s
+        logprobs = TokenLogprobs(rules.eos, 0, None)
+        with torch.inference_mode():
+            ours = greedy_decode(model, states, prompt, rules, 30, first_tokens=first, logprobs=logprobs)
+            hidden = model.model.decoder(input_ids=prompt, encoder_hidden_states=states).last_hidden_state[:, -1]
+            own = torch.log_softmax(model.proj_out(hidden).float(), dim=-1).gather(1, first[:, None])[:, 0]
+        theirs = _hf_generate(
+            model, states, torch.cat([prompt, first[:, None]], dim=1), 29, begin_index=prompt.shape[1], suppress=False
+        )
+        assert ours[:, prompt.shape[1]].tolist() == first.tolist()
+        assert ours.tolist() == theirs.tolist(), f"seed {seed}"
+        assert torch.allclose(logprobs.per_step[0], own, atol=1e-4), (logprobs.per_step[0], own)
+        later = ours[:, prompt.shape[1] + 1 :]
+        timestamps += int((later >= rules.timestamp_begin).sum())
+        texts += int((later < rules.eos).sum())
+        # timestamps never go back before the one given
+        for row, start in zip(later.tolist(), first.tolist()):
+            assert all(t >= start for t in row if t >= rules.timestamp_begin)
+    assert timestamps > 3 and texts > 10, (timestamps, texts)

@@ -95,13 +95,15 @@ def test_no_runaway_repetition_on_several_minutes(outputs, conversations):
 def test_follow_ups_and_the_second_look_recover_words_whisper_skipped(
     real_handler, outputs, conversations, monkeypatch, real_models
 ):
-    """whisper-base drops short replies inside 30 s windows of the backchannel conversation. The follow-ups decode
-    the speech the VAD heard and no chunk covers; the second look (diarized speech without words) is the safety net
-    behind them and never costs words (README "How it works"). With both off, the same request loses them.
+    """whisper-base drops short replies inside 30 s windows of the backchannel conversation. The follow-ups (and
+    the tails decoded again on the windows' own encodings) decode the speech the VAD heard and no chunk covers; the
+    second look (diarized speech without words) is the safety net behind them and never costs words (README "How it
+    works"). With both off, the same request loses them.
 
     In float32 on the model's own weights, where those skipped replies were found: in bfloat16 (the default on a
     CPU with native bfloat16) whisper-base happens to keep them, and there would be nothing to recover."""
     from speakerscribe import pipeline
+    from speakerscribe.asr import refill
 
     name, handler = real_handler
     conv = conversations["backchannels"]
@@ -120,13 +122,14 @@ def test_follow_ups_and_the_second_look_recover_words_whisper_skipped(
     try:
         without_look = wer(conv.reference_text, handler({"inputs": conv.wav.read_bytes()})["text"])
         monkeypatch.setattr(pipeline, "MAX_FOLLOW_UP_ROUNDS", 0)
+        monkeypatch.setattr(refill, "refill_tails", lambda *args, **kwargs: ([], []))  # nor tails decoded again
         neither = wer(conv.reference_text, handler({"inputs": conv.wav.read_bytes()})["text"])
     finally:
         handler.transcriber.second_look = True
     assert both <= without_look + 0.005, f"{name}: {both:.3f} with the second look, {without_look:.3f} without"
     assert both <= neither + 0.005, f"{name}: {both:.3f} with both, {neither:.3f} with neither"
-    if name == "whisper-base":  # measured 0.040 with both (and with follow-ups alone), 0.071 with neither
-        assert both <= neither - 0.02, f"{both:.3f} with both, {neither:.3f} with neither"
+    if name == "whisper-base":  # measured 0.031 with both (and with follow-ups alone), 0.053 with neither (2026-12-06)
+        assert both <= neither - 0.015, f"{both:.3f} with both, {neither:.3f} with neither"
 
 
 def test_times_are_ordered_and_inside_the_audio(outputs, conversations):

@@ -10,6 +10,8 @@ is not decoded again). See :meth:`speakerscribe.pipeline.Transcriber.run`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..audio.windows import plan_windows, uncovered
@@ -20,8 +22,19 @@ COVER_PAD_S = 0.15  # a chunk or word covers this much on both sides
 FOLLOW_UP_MIN_S = 0.5  # uncovered speech regions shorter than this are left alone (region padding, pauses)
 FOLLOW_UP_PAD_S = 0.1  # audio added on both sides of an uncovered stretch (never reaching covered speech)
 FOLLOW_UP_MIN_SPEECH_S = 0.25  # ... and the VAD must hear at least this much speech in it (its min_speech_s)
+CUT_PAUSE_S = 0.1  # a window's end is in a pause when the VAD hears none within this of it (tail_gap)
 MAX_FOLLOW_UP_ROUNDS = 2  # a follow-up window may stop early too: look once more
 VAD_FRAME_S = 512 / SAMPLE_RATE
+
+
+@dataclass(frozen=True)
+class SpeechMap:
+    """What the speech detector heard, for deciding what the transcript leaves out: its speech regions and its
+    per-frame (32 ms) speech probabilities with the threshold they are read at."""
+
+    regions: list[Span]
+    probabilities: np.ndarray
+    threshold: float
 
 
 def covered_spans(chunks: tuple[Chunk, ...], pad: float = COVER_PAD_S) -> list[Span]:
@@ -58,6 +71,40 @@ def follow_up_windows(
     gaps = [Span(max(0.0, g.start), min(g.end, duration)) for g in gaps if g.start < duration]
     gaps = [g for g in gaps if speech_seconds(probabilities, g, threshold) >= FOLLOW_UP_MIN_SPEECH_S]
     return [w for g in gaps for w in plan_windows([g], samples, max_len)]
+
+
+def tail_gap(window: Span, chunks: list[Chunk], speech: SpeechMap) -> Span | None:
+    """Where ``window``'s transcript stopped early: from the first stretch of speech after its last chunk that the
+    chunks (``chunks``, decoded in this window) do not cover and that a follow-up window would decode (the same
+    rules as :func:`follow_up_windows`, and started ``COVER_PAD_S`` early as one is) to the window's end. None when
+    the window has no chunk (Whisper heard nothing there, or said so), when nothing uncovered follows its last one,
+    or when the window was cut in the middle of speech (:func:`cut_in_speech`): decoded up to such a cut, Whisper
+    finishes the cut word as it guesses ("with the training." where the next window says "testing"), and a
+    follow-up window holds all of it."""
+    if not chunks or cut_in_speech(window, speech):
+        return None
+    covered = covered_spans(tuple(chunks))
+    last = max(c.end for c in covered)
+    inside = [Span(max(r.start, window.start), min(r.end, window.end)) for r in speech.regions]
+    inside = [r for r in inside if r.end > r.start and r.end > last]
+    for gap in uncovered(inside, covered, FOLLOW_UP_MIN_S, FOLLOW_UP_PAD_S):
+        if gap.start < last or speech_seconds(speech.probabilities, gap, speech.threshold) < FOLLOW_UP_MIN_SPEECH_S:
+            continue
+        start = max(window.start, gap.start - COVER_PAD_S)
+        return Span(start, window.end) if window.end - start >= FOLLOW_UP_MIN_S else None
+    return None
+
+
+def cut_in_speech(window: Span, speech: SpeechMap) -> bool:
+    """Whether ``window`` ends inside a speech region (a long region is cut at its quietest point) with the VAD
+    hearing speech in every frame within ``CUT_PAUSE_S`` of the cut: no pause there, the cut went through words.
+    Measured: the festival long-form set's cuts lie in pauses between turns (the VAD's probability falls to 0.01-0.16
+    beside them), the backchannel conversation's cut at 30.2 s through "testing" (1.0 in every frame)."""
+    if not any(r.start < window.end < r.end for r in speech.regions):
+        return False
+    a = max(0, int(np.floor((window.end - CUT_PAUSE_S) / VAD_FRAME_S)))
+    b = min(speech.probabilities.size, int(np.ceil((window.end + CUT_PAUSE_S) / VAD_FRAME_S)))
+    return b > a and bool((speech.probabilities[a:b] >= speech.threshold).all())
 
 
 def confident(chunks: tuple[Chunk, ...], logprob_threshold: float) -> tuple[Chunk, ...]:

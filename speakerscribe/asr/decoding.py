@@ -37,6 +37,7 @@ def generate(
     temperature: float | tuple[float, ...] = 0.0,
     check=None,
     logprobs=None,
+    first_tokens: list[int] | None = None,
 ):
     """Decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
@@ -48,8 +49,8 @@ def generate(
     :meth:`generate_with_transformers`, which can only sample from the process-wide generator: such samplings take
     turns (seeding it, drawing, putting its state back). ``check()`` (the tight loop only) runs before every
     decoding step and may raise to stop it. ``temperature`` may be a tuple, one a row (the tight loop only: the
-    fallback's temperatures decoded side by side). Returns (B, len(prompt) + new) token ids.
-    """
+    fallback's temperatures decoded side by side), and ``first_tokens`` gives each row's first token (the tight
+    loop only: tails decoded again, :mod:`.refill`). Returns (B, len(prompt) + new) token ids."""
     import torch
 
     hottest = max(temperature) if isinstance(temperature, tuple) else temperature
@@ -78,9 +79,10 @@ def generate(
             min_new_tokens=engine.min_new_tokens or 0,
             decoder=None if steps is None else steps.decoder,
             logprobs=logprobs if steps is None else None,  # int8 steps: confidence stays the model's
+            first_tokens=None if first_tokens is None else torch.tensor(first_tokens, device=ids.device),
         )
-    if isinstance(temperature, tuple):
-        raise ValueError("one temperature a row needs the tight loop (no draft model, no static cache)")
+    if isinstance(temperature, tuple) or first_tokens is not None:
+        raise ValueError("a temperature or first token a row needs the tight loop (no draft model, no static cache)")
     if temperature <= 0:
         return generate_with_transformers(engine, encoder_outputs, ids, new_tokens, assistant, temperature)
     with _GLOBAL_SAMPLING, torch.random.fork_rng(devices=[]):
@@ -152,13 +154,15 @@ def attempt(
     clock,
     temperature: float | tuple[float, ...],
     assistant=None,
+    first_tokens: list[int] | None = None,
 ) -> list[Decoded]:
-    """One decoding of every row at ``temperature`` (seeded when sampling; a tuple: one a row), scored."""
+    """One decoding of every row at ``temperature`` (seeded when sampling; a tuple: one a row), scored; each row
+    starting with its ``first_tokens`` when given."""
 
     with clock("asr_generate"):
         check = clock.cancel.check if clock.cancel is not None else None
         logprobs = TokenLogprobs(engine.eos, prompt.index(engine.sot), engine.no_speech_id)
-        sequences = generate(engine, enc, prompt, assistant, temperature, check=check, logprobs=logprobs)
+        sequences = generate(engine, enc, prompt, assistant, temperature, check, logprobs, first_tokens)
         generated = [strip_prompt(engine, s.tolist()[len(prompt) :]) for s in sequences]
     out = []
     row_temperatures = temperature if isinstance(temperature, tuple) else (temperature,) * len(windows)
@@ -176,7 +180,8 @@ def attempt(
             )
         )
     with clock("asr_score"):
-        scoring.score(engine, enc.last_hidden_state, prompt, generated, words, out, windows, logprobs)
+        given = 0 if first_tokens is None else 1
+        scoring.score(engine, enc.last_hidden_state, prompt, generated, words, out, windows, logprobs, given)
     return out
 
 

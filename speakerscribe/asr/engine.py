@@ -39,9 +39,10 @@ from ..options import AsrOptions
 from ..records import SAMPLE_RATE, Chunk, Span, Transcript, Waveform
 from ..runtime import OwnThread, Placement, quiet_generation_warnings, quiet_transformers
 from ..timing import StageTimer
-from . import assembly, decoding, recovery
+from . import assembly, decoding, recovery, refill
 from . import features as window_inputs
 from .attention import use_step_attention
+from .coverage import SpeechMap
 from .decoded import Decoded, DecodePlan
 from .greedy import TimestampRules, VocabProjection
 from .languages import normalise_language
@@ -190,8 +191,12 @@ class WhisperEngine:
         plan: DecodePlan = DecodePlan(),
         progress=None,
         timer: StageTimer | None = None,
+        speech: SpeechMap | None = None,
     ) -> Transcript:
-        """Decode ``windows`` of ``waveform``; returns chunks in time order with absolute times.
+        """Decode ``windows`` of ``waveform``; returns chunks in time order with absolute times. With ``speech``
+        (what the VAD heard), windows whose transcript stops before their speech does are decoded again from there on
+        their own encoder states (:mod:`.refill`); the tails that gave nothing sure are the transcript's
+        ``declined``.
 
         ``progress(done, total)`` is called after each batch; ``timer`` (a :class:`~speakerscribe.timing.StageTimer`)
         times the sub-stages ``asr_features``, ``asr_encode``, ``asr_generate``, ``asr_score``, ``asr_language``, and
@@ -201,22 +206,30 @@ class WhisperEngine:
 
         clock = timer or StageTimer(cuda=self.placement.is_cuda)
         with torch.inference_mode():
-            return self._transcribe(waveform, windows, opts, plan, progress, clock)
+            return self._transcribe(waveform, windows, opts, plan, progress, clock, speech)
 
     def _transcribe(
-        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, plan: DecodePlan, progress, clock
+        self, waveform: Waveform, windows: list[Span], opts: AsrOptions, plan: DecodePlan, progress, clock, speech
     ) -> Transcript:
         language, language_prob = self.language_code(opts.language) or (None if self.multilingual else "en"), None
         if not windows:
             return Transcript(chunks=(), language=language)
-        decoded, language, detected = self._decode_windows(waveform, windows, opts, plan, language, progress, clock)
+        if self.min_new_tokens is not None:  # forced token counts (benchmarks): no tails decoded again
+            speech = None
+        tails: tuple[list[Decoded], list[Span]] = ([], [])
+        decoded, language, detected = self._decode_windows(
+            waveform, windows, opts, plan, language, progress, clock, speech, tails
+        )
         language_prob = detected if detected is not None else language_prob
         if self.min_new_tokens is None and opts.fallback_temperatures:
             decoded = recovery.split_loops(self, waveform, decoded, opts, plan, language, clock)
         chunks: list[Chunk] = []
-        for d in sorted(decoded, key=lambda d: d.window.start):
+        # a window's tail decoded again follows the window's own chunks (the sort keeps that order)
+        for d in sorted(decoded + tails[0], key=lambda d: d.window.start):
             chunks.extend(assembly.window_chunks(self, d, waveform.duration, language, opts, plan.word_timestamps))
-        return Transcript(chunks=tuple(chunks), language=language, language_probability=language_prob)
+        return Transcript(
+            chunks=tuple(chunks), language=language, language_probability=language_prob, declined=tuple(tails[1])
+        )
 
     def _decode_windows(
         self,
@@ -227,9 +240,12 @@ class WhisperEngine:
         language: str | None,
         progress,
         clock,
+        speech: SpeechMap | None = None,
+        tails: tuple[list[Decoded], list[Span]] | None = None,
     ) -> tuple[list[Decoded], str, float | None]:
         """Every window decoded (longest first, in batches); returns them in ``windows`` order, the language, and
-        its probability when it was detected here."""
+        its probability when it was detected here. Tails decoded again (:mod:`.refill`) go to ``tails``: (kept,
+        declined)."""
         order = sorted(range(len(windows)), key=lambda i: windows[i].end - windows[i].start, reverse=True)
         step = 1 if plan.assisted else max(1, plan.batch_size)
         decoded: dict[int, Decoded] = {}
@@ -244,8 +260,15 @@ class WhisperEngine:
             if language is None:  # the first batch holds the longest windows: detect from their encodings
                 with clock("asr_language"):
                     language, probability = self.detect_language(enc, batch)
-            for i, d in zip(idx, recovery.decode_batch(self, enc, batch, language, opts, plan, clock)):
+            done = recovery.decode_batch(self, enc, batch, language, opts, plan, clock)
+            for i, d in zip(idx, done):
                 decoded[i] = d
+            kept, declined = refill.refill_tails(
+                self, enc, batch, done, waveform.duration, language, opts, plan, clock, speech
+            )
+            if tails is not None:
+                tails[0].extend(kept)
+                tails[1].extend(declined)
             if progress is not None:
                 progress(len(decoded), len(windows))
         return [decoded[i] for i in range(len(windows))], language, probability

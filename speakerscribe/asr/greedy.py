@@ -69,26 +69,27 @@ def greedy_decode(
     min_new_tokens: int = 0,
     decoder=None,
     logprobs: TokenLogprobs | None = None,
+    first_tokens=None,
 ):
     """Decode every row of ``encoder_states`` (B, frames, d) from ``prompt_ids`` (B, P): greedily, or with
     ``temperature`` > 0 by sampling with ``generator`` (a ``torch.Generator`` on the model's device; required then),
     or with one temperature a row (a sequence: the fallback's temperatures side by side, rows at 0 greedy).
     Returns (B, P + steps) token ids, as ``generate`` does; finished rows are padded with end-of-text.
-
     ``stop_row(generated)`` is asked after each text token of an unfinished row (its tokens so far, timestamps
     included); True finishes the row. ``projection``: the model's :class:`VocabProjection` (the same one every
     call: it keeps a copy of the weight). ``check()`` runs before every step and may raise to stop the decoding.
     Greedy or with a temperature a row, finished rows leave the batch once they are a quarter of it (``generate``
-    decodes them to the longest row's end). ``min_new_tokens`` forbids end-of-text for that many steps (forced
-    token counts on random weights). ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`,
-    with its own ``projection``). ``logprobs`` is filled with what the scoring pass would otherwise compute."""
+    decodes them to the longest row's end). ``min_new_tokens`` forbids end-of-text for that many steps.
+    ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`, with its own ``projection``).
+    ``logprobs`` is filled with what the scoring pass would otherwise compute. ``first_tokens`` (B,): each row's
+    first token, the caller's (a timestamp), the rules going on from it (its log-probability the model's)."""
     import torch
 
     temperature, per_row, sampling = _temperatures(temperature, prompt_ids.device, generator)
     decoder = decoder if decoder is not None else model.model.decoder
     batch = prompt_ids.shape[0]
     project = projection or VocabProjection(model.proj_out)
-    state = _RowStates(rules, model.proj_out.out_features, batch, prompt_ids.device, min_new_tokens)
+    state = _RowStates(rules, model.proj_out.out_features, batch, prompt_ids.device, min_new_tokens, first_tokens)
     generated: list[list[int]] = [[] for _ in range(batch)]
     steps, cache, step_input = [], None, prompt_ids
     rows = torch.arange(batch, device=prompt_ids.device)  # the batch row of each row still decoded
@@ -223,9 +224,10 @@ class _RowStates:
     masks they imply: after a pair of timestamps only text, after a lone one a timestamp or end-of-text, timestamps
     never decreasing, the first token a timestamp of at most ``max_initial_index``."""
 
-    def __init__(self, rules: TimestampRules, vocab: int, batch: int, device, min_new_tokens: int = 0):
+    def __init__(self, rules: TimestampRules, vocab: int, batch: int, device, min_new_tokens: int = 0, first=None):
         import torch
 
+        self.first = first  # (B,) token ids every row starts with, or None
         self.tb, self.eos = rules.timestamp_begin, rules.eos
         self.min_new_tokens = min_new_tokens  # end-of-text forbidden before this step (forced token counts)
         never = torch.zeros(vocab, dtype=torch.bool, device=device)
@@ -248,7 +250,8 @@ class _RowStates:
         import torch
 
         if step == 0:
-            scores.masked_fill_(self.first_never, float("-inf"))
+            if self.first is None:  # a first token given is the caller's: nothing is masked for it
+                scores.masked_fill_(self.first_never, float("-inf"))
             return
         scores.index_fill_(1, self.never_ids, float("-inf"))
         pair_closed = self.last_ts & self.penult_ts  # after a pair: no timestamp
@@ -267,6 +270,8 @@ class _RowStates:
         """The chosen tokens (B,) with end-of-text for finished rows; the state moved past them."""
         import torch
 
+        if step == 0 and self.first is not None:
+            token = self.first
         token = torch.where(self.finished, torch.full_like(token, self.eos), token)
         self.penult_ts = self.last_ts if step >= 1 else torch.ones_like(self.last_ts)
         self.last_ts = token >= self.tb

@@ -24,9 +24,11 @@ def score(
     out: list[Decoded],
     windows: list[Span],
     logprobs=None,
+    given: int = 0,
 ) -> None:
     """No-speech probability and mean log-probability of each row (from ``logprobs`` where the loop reported them),
-    and cross-attention for word times, from a teacher-forced pass over ``prompt`` + generated rows."""
+    and cross-attention for word times, from a teacher-forced pass over ``prompt`` + generated rows. The first
+    ``given`` generated tokens of each row were the caller's choice, not the model's: the mean leaves them out."""
     reported = logprobs.rows([len(g) for g in generated]) if logprobs is not None and logprobs.per_step else None
     todo = []
     for i, d in enumerate(out):
@@ -36,14 +38,14 @@ def score(
         values, no_speech = reported[i]
         if no_speech is not None:
             d.no_speech_prob = no_speech
-        d.avg_logprob = float(np.mean(values))  # the generated tokens and the closing end-of-text, as Whisper's
+        d.avg_logprob = float(np.mean(values[given:]))  # the generated tokens and the closing end-of-text, as Whisper
     want_words = words and bool(engine.alignment_heads)
     rows = list(range(len(out))) if want_words else todo
     if rows:
-        _teacher_forced(engine, encoder_states, prompt, generated, rows, set(todo), want_words, out, windows)
+        _teacher_forced(engine, encoder_states, prompt, generated, rows, set(todo), want_words, out, windows, given)
 
 
-def _teacher_forced(engine, encoder_states, prompt, generated, rows, todo, want_words, out, windows) -> None:
+def _teacher_forced(engine, encoder_states, prompt, generated, rows, todo, want_words, out, windows, given=0) -> None:
     """One decoder pass over ``prompt`` + the generated ``rows``: log-probabilities for the rows in ``todo``, the
     alignment heads' cross-attention for word times when ``want_words``."""
     import torch
@@ -72,7 +74,7 @@ def _teacher_forced(engine, encoder_states, prompt, generated, rows, todo, want_
             if engine.no_speech_id is not None:
                 d.no_speech_prob = float(np.exp(log_softmax_row(engine, hidden[k, sot_at])[engine.no_speech_id]))
             # mean over the generated tokens and the closing end-of-text, as Whisper does
-            d.avg_logprob = float(np.mean(logprobs[p - 1 :])) if n > p - 1 else 0.0
+            d.avg_logprob = float(np.mean(logprobs[p - 1 + given :])) if n > p - 1 + given else 0.0
         text_pos = [j for j, t in enumerate(g) if t < engine.eos]
         if want_words and text_pos:
             # row (p - 1 + j) predicts generated token j; add the end-of-text row for the last word's end
