@@ -11,7 +11,9 @@ passes (tiny.en) and 5 of 19 (base).
 
 What it finds is kept when Whisper is sure of it (mean log-probability at least ``logprob_threshold``, no loop,
 not repetitive); otherwise the tail is declined: the follow-ups (:meth:`speakerscribe.pipeline.Transcriber.run`)
-do not decode it again, as they do not decode again a follow-up window that gave nothing. Speech left uncovered
+do not decode it again, as they do not decode again a follow-up window that gave nothing, except where the window
+ends at a cut right after speech (:func:`~.coverage.speech_at_cut`: Whisper misses words with no pause after them
+inside the window; a follow-up window ends in the pause after the cut). Speech left uncovered
 in the middle of a window, or after a tail that stopped early again, is still theirs. Only the tight loop can start
 rows at a given token: with a draft model or the static cache the follow-ups do all of it.
 """
@@ -23,7 +25,7 @@ import logging
 from ..options import AsrOptions
 from ..records import Span
 from . import assembly, decoding, features
-from .coverage import SpeechMap, tail_gap
+from .coverage import SpeechMap, speech_at_cut, tail_gap
 from .decoded import Decoded, DecodePlan
 from .tokens import TIME_PRECISION
 
@@ -75,7 +77,11 @@ def refill_tails(
         first_tokens=[engine.timestamp_begin + s for s in starts],
     )
     kept = [d for d in again if _sure(d, opts)]
-    declined = [t for t, d in zip(tails, again) if not _sure(d, opts)]
+    declined = [
+        t
+        for i, t, d in zip(rows, tails, again)
+        if not _sure(d, opts) and not speech_at_cut(windows[i], speech, duration)
+    ]
     for t, d in zip(tails, again):
         logger.info(
             "tail %.1f-%.1f s decoded again: %s (avg log-prob %.2f)%s",
