@@ -185,3 +185,25 @@ def test_a_reply_ending_at_a_window_cut_is_not_lost(real_models, longform, monke
     monkeypatch.setattr(refill, "speech_at_cut", lambda *args: False)
     _, _, without = deletions(handler, longform)
     assert "send them out tonight" not in normalise(without["text"])
+
+
+def test_a_tail_is_kept_only_when_sure_and_its_text_fits_its_time():
+    """A tail decoded again must be confident, not repetitive, and no longer than its time can hold: a 1 s tail of
+    AMI trn06 came back (float32) as the window's earlier sentences again, 190 characters at -0.33."""
+    from types import SimpleNamespace
+
+    from speakerscribe.asr.refill import MAX_CHARS_PER_S, _sure
+    from speakerscribe.options import AsrOptions
+
+    opts = AsrOptions()
+
+    def decoded(text, logprob=-0.3, repeats=False):
+        return SimpleNamespace(text=text, avg_logprob=logprob, repeats=lambda _: repeats)
+
+    tail = Span(26.1, 27.1)
+    assert _sure(decoded(" Out tonight."), tail, opts)
+    assert not _sure(decoded(" x" * int(MAX_CHARS_PER_S)), tail, opts)  # 60 characters in 1 s
+    assert _sure(decoded(" x" * int(MAX_CHARS_PER_S)), Span(20.0, 27.1), opts)  # the same text over 7 s
+    assert not _sure(decoded(" Out tonight.", logprob=opts.logprob_threshold - 0.1), tail, opts)
+    assert not _sure(decoded(" Out tonight.", repeats=True), tail, opts)
+    assert not _sure(decoded("  "), tail, opts)

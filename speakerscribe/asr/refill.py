@@ -32,6 +32,9 @@ from .tokens import TIME_PRECISION
 logger = logging.getLogger(__name__)
 
 MAX_TIMESTAMP_INDEX = 1500  # <|30.00|>: the last timestamp token
+# a tail's text must fit its time: speech runs at 12-18 characters a second in the kept tails of the festival and AMI
+# sets; a 1 s tail of AMI trn06 (float32) came back as 190 characters, the window's earlier sentences again at -0.33
+MAX_CHARS_PER_S = 30.0
 
 
 def refill_tails(
@@ -76,24 +79,24 @@ def refill_tails(
         opts.temperature,
         first_tokens=[engine.timestamp_begin + s for s in starts],
     )
-    kept = [d for d in again if _sure(d, opts)]
-    declined = [
-        t
-        for i, t, d in zip(rows, tails, again)
-        if not _sure(d, opts) and not speech_at_cut(windows[i], speech, duration)
-    ]
-    for t, d in zip(tails, again):
+    sure = [_sure(d, t, opts) for t, d in zip(tails, again)]
+    kept = [d for d, ok in zip(again, sure) if ok]
+    declined = [t for i, t, ok in zip(rows, tails, sure) if not ok and not speech_at_cut(windows[i], speech, duration)]
+    for t, d, ok in zip(tails, again, sure):
         logger.info(
             "tail %.1f-%.1f s decoded again: %s (avg log-prob %.2f)%s",
             t.start,
             t.end,
             repr(d.text.strip()[:80]),
             d.avg_logprob,
-            "" if _sure(d, opts) else ", declined",
+            "" if ok else ", declined",
         )
     return kept, declined
 
 
-def _sure(d: Decoded, opts: AsrOptions) -> bool:
-    """Text Whisper is sure of: some, confidently decoded, without a loop or repetitive text."""
-    return bool(d.text.strip()) and not d.repeats(opts) and d.avg_logprob >= opts.logprob_threshold
+def _sure(d: Decoded, tail: Span, opts: AsrOptions) -> bool:
+    """Text Whisper is sure of: some, confidently decoded, without a loop or repetitive text, and no more of it
+    than the tail's time can hold (``MAX_CHARS_PER_S``)."""
+    text = d.text.strip()
+    fits = len(text) <= MAX_CHARS_PER_S * max(tail.end - tail.start, 0.0)
+    return bool(text) and fits and not d.repeats(opts) and d.avg_logprob >= opts.logprob_threshold
