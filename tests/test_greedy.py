@@ -71,17 +71,23 @@ def _prompt(model, batch, extra=()):
     return torch.tensor([list(extra) + ids], dtype=torch.long).repeat(batch, 1)
 
 
+def _random_states(model, seed: int, rows: int = 3):
+    """Random encoder states for ``rows`` windows, scaled by the seed so that both timestamps and text come out."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(rows, model.config.max_source_positions, model.config.d_model, generator=g) * (0.5 + seed)
+
+
 @pytest.mark.parametrize("which", ["whisper_en", "whisper_ml"])
 def test_same_tokens_as_generate_on_random_weights(random_models, which):
     import torch
 
     model = _load(getattr(random_models, which))
     rules = TimestampRules.from_generation_config(model.generation_config)
-    frames = model.config.max_source_positions
     compared = timestamps = 0
     for seed in range(6):
-        g = torch.Generator().manual_seed(seed)
-        states = torch.randn(3, frames, model.config.d_model, generator=g) * (0.5 + seed)
+        states = _random_states(model, seed)
         prompt = _prompt(model, 3)
         with torch.inference_mode():
             ours = greedy_decode(model, states, prompt, rules, 40)
@@ -412,11 +418,9 @@ def test_first_tokens_given_are_kept_and_the_rules_go_on_from_them(random_models
 
     model = _load(random_models.whisper_en)
     rules = dataclasses.replace(TimestampRules.from_generation_config(model.generation_config), begin_suppress=())
-    frames = model.config.max_source_positions
     timestamps = texts = 0
     for seed in range(4):
-        g = torch.Generator().manual_seed(seed)
-        states = torch.randn(3, frames, model.config.d_model, generator=g) * (0.5 + seed)
+        states = _random_states(model, seed)
         prompt = _prompt(model, 3)
         first = torch.tensor([rules.timestamp_begin + k for k in (250, 600, 1100)])  # 5 s, 12 s, 22 s
         logprobs = TokenLogprobs(rules.eos, 0, None)

@@ -115,9 +115,7 @@ def speech_at_cut(window: Span, speech: SpeechMap, duration: float) -> bool:
     the follow-ups, whose window ends in the pause after them."""
     if window.end >= duration - VAD_FRAME_S:
         return False
-    a = max(0, int(np.floor((window.end - CUT_PAUSE_S) / VAD_FRAME_S)))
-    b = min(speech.probabilities.size, int(np.ceil(window.end / VAD_FRAME_S)))
-    return b > a and bool((speech.probabilities[a:b] >= speech.threshold).any())
+    return speech_seconds(speech.probabilities, Span(window.end - CUT_PAUSE_S, window.end), speech.threshold) > 0
 
 
 def confident(chunks: tuple[Chunk, ...], logprob_threshold: float) -> tuple[Chunk, ...]:
