@@ -441,3 +441,85 @@ def test_first_tokens_given_are_kept_and_the_rules_go_on_from_them(random_models
         for row, start in zip(later.tolist(), first.tolist()):
             assert all(t >= start for t in row if t >= rules.timestamp_begin)
     assert timestamps > 3 and texts > 10, (timestamps, texts)
+
+
+@pytest.mark.parametrize("by_sdpa", [False, True])
+def test_rows_sharing_a_window_decode_what_copies_of_it_decode(real_models, monkeypatch, by_sdpa):
+    """The fallback's temperatures side by side: three windows (30 s, 12 s, 4 s of speech), three rows each, the
+    rows of a window sharing its encoder states and its cross-attention keys (cached once a window), decode token
+    for token what the same rows decode from a copy of the states each (float64, the same seed), while rows leave
+    the batch; a window whose rows are all done leaves the cross-attention cache."""
+    import soundfile as sf
+    import torch
+    from transformers import WhisperFeatureExtractor
+
+    import speakerscribe.asr.greedy as greedy
+    from speakerscribe.asr.attention import use_step_attention
+    from speakerscribe_dev.conversation import MEETING, synthesize
+
+    path = real_models / "whisper-tiny.en"
+    model = _load(path).double()  # float64: batches of other shapes round alike, so the tokens can be compared
+    assert use_step_attention(model, by_sdpa=by_sdpa)
+    rules = TimestampRules.from_generation_config(model.generation_config)
+    fe = WhisperFeatureExtractor.from_pretrained(str(path))
+    audio, rate = sf.read(str(synthesize(MEETING, _speech_dir(), "meeting").wav), dtype="float32")
+    clips = [audio[: 30 * rate], audio[10 * rate : 22 * rate], audio[30 * rate : 34 * rate]]
+    features = fe(clips, sampling_rate=rate, return_tensors="pt").input_features
+    with torch.inference_mode():
+        states = model.model.encoder(features.double()).last_hidden_state
+    shared = [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    temperatures = (0.0, 0.6, 1.0) * 3
+    prompt = _prompt(model, len(shared))
+
+    caches, cross_kept = [], []
+    shared_prompt, select = greedy._shared_prompt, greedy._select_rows
+
+    def record_prompt(*args):
+        hidden, cache = shared_prompt(*args)
+        caches.append(cache)
+        return hidden, cache
+
+    def record_select(cache, keep):
+        if caches and cache is caches[-1].cross_attention_cache:
+            cross_kept.append(keep.tolist())
+        return select(cache, keep)
+
+    monkeypatch.setattr(greedy, "_shared_prompt", record_prompt)
+    monkeypatch.setattr(greedy, "_select_rows", record_select)
+
+    def run(encoder_states, rows=None):
+        generator = torch.Generator().manual_seed(3)
+        with torch.inference_mode():
+            return greedy_decode(
+                model, encoder_states, prompt, rules, 120, temperature=temperatures, generator=generator, shared=rows
+            ).tolist()
+
+    copies = run(states.index_select(0, torch.tensor(shared)))
+    assert not caches  # no sharing asked for
+    ours = run(states, shared)
+    assert ours == copies
+    assert len(caches) == 1 and cross_kept, cross_kept  # the 4 s window's rows finished first and left
+    texts = [sum(t < rules.eos for t in row[prompt.shape[1] :]) for row in ours]
+    assert min(texts[:3]) > 30 and texts[0] != texts[1] or ours[0] != ours[1]  # real words, and sampling happened
+    with pytest.raises(ValueError, match="shared"):
+        run(states, [0, 0, 1, 1, 1, 1, 2, 2, 2, 2])  # ten rows for a batch of nine
+    with pytest.raises(ValueError, match="non-decreasing"):
+        run(states, [0, 1, 0, 1, 1, 1, 2, 2, 2])
+
+
+def test_draws_follow_the_probabilities_and_never_take_a_forbidden_token():
+    """The per-row sampler (the cumulative sum inverted at one uniform number a row): a token of probability 0 is
+    never drawn, the frequencies are the probabilities, the same seed draws the same tokens."""
+    import torch
+
+    from speakerscribe.asr.greedy import _draw
+
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.25, 0.25, 0.0], [0.1, 0.0, 0.0, 0.0, 0.0, 0.9], [0.0] * 5 + [1.0]])
+    g = torch.Generator().manual_seed(11)
+    draws = torch.stack([_draw(probs, g) for _ in range(20000)])  # (n, 3)
+    for row in range(3):
+        counts = torch.bincount(draws[:, row], minlength=6).float() / draws.shape[0]
+        assert counts[probs[row] == 0].sum() == 0, (row, counts)
+        assert torch.allclose(counts, probs[row], atol=0.015), (row, counts)
+    again = torch.Generator().manual_seed(11)
+    assert torch.equal(torch.stack([_draw(probs, again) for _ in range(50)]), draws[:50])

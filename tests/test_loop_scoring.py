@@ -117,9 +117,9 @@ def test_no_second_decoder_pass_without_word_times(real_models, monkeypatch):
     passes = []
     real = scoring._teacher_forced
 
-    def spy(engine, states, prompt, generated, rows, todo, want_words, out, windows, given=0):
+    def spy(engine, states, prompt, generated, rows, todo, want_words, out, windows, given=0, state_rows=None):
         passes.append((len(generated), list(rows), want_words))
-        return real(engine, states, prompt, generated, rows, todo, want_words, out, windows, given)
+        return real(engine, states, prompt, generated, rows, todo, want_words, out, windows, given, state_rows)
 
     monkeypatch.setattr(scoring, "_teacher_forced", spy)
     samples, _ = sf.read(str(synthesize(MEETING, _speech_dir(), "meeting").wav), dtype="float32")

@@ -127,13 +127,16 @@ def test_failing_windows_are_decoded_again_at_each_temperature_deterministically
     assert random_handler(body)["text"] == first["text"]
 
 
-def _fake_engine():
+def _fake_engine(shares: bool = False):
     class Engine:
         min_new_tokens = None
         assistant = None
 
         def tight_loop(self, assistant=None):
             return True
+
+        def shares_windows(self):
+            return shares
 
     return Engine()
 
@@ -151,11 +154,12 @@ def test_fallback_temperatures_are_decoded_side_by_side_and_the_first_that_passe
     logprob = {0: {0.0: -1.5, 0.2: -1.3, 0.4: -0.8, 0.6: -0.2}, 1: {0.0: -0.3}, 2: {0.0: -2.0, 0.8: -1.1}}
     calls = []
 
-    def attempt(engine, enc, ws, prompt, o, words, clock, temperature, assistant=None):
+    def attempt(engine, enc, ws, prompt, o, words, clock, temperature, assistant=None, shared=None):
         calls.append((list(enc), temperature))
         temps = temperature if isinstance(temperature, tuple) else (temperature,) * len(ws)
+        rows = enc if shared is None else [enc[k] for k in shared]  # each window's states once, read by its rows
         out = []
-        for w, t, row in zip(ws, temps, enc):
+        for w, t, row in zip(ws, temps, rows):
             lp = logprob[row].get(t, -1.2)
             out.append(_Decoded(window=w, segments=list(seg), temperature=t, avg_logprob=lp, text="x"))
         return out
@@ -167,6 +171,11 @@ def test_fallback_temperatures_are_decoded_side_by_side_and_the_first_that_passe
     hotter = (0.2, 0.4, 0.6, 0.8, 1.0)
     assert calls == [([0, 1, 2], 0.0), ([0] * 5 + [2] * 5, hotter * 2)]
     # window 0 passes first at 0.4 (0.6 is likelier, and not kept); window 2 never passes: its likeliest, 0.8
+    assert [d.temperature for d in out] == [0.4, 0.0, 0.8]
+    # where the engine can, a window's rows share its encoder states: each window once, the same attempts kept
+    calls.clear()
+    out = recovery.decode_batch(_fake_engine(True), [0, 1, 2], windows, "en", opts, DecodePlan(), lambda *a: None)
+    assert calls == [([0, 1, 2], 0.0), ([0, 2], hotter * 2)]
     assert [d.temperature for d in out] == [0.4, 0.0, 0.8]
     # a batch too small for one window's temperatures: they go in turn, each for the windows still failing
     calls.clear()

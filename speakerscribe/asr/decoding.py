@@ -38,6 +38,7 @@ def generate(
     check=None,
     logprobs=None,
     first_tokens: list[int] | None = None,
+    shared: list[int] | None = None,
 ):
     """Decoding with timestamps from ``prompt``, for every row of ``encoder_outputs`` at once.
 
@@ -48,13 +49,12 @@ def generate(
     token counts (benchmarks) run there too. The draft model and the static cache go through
     :meth:`generate_with_transformers`, which can only sample from the process-wide generator: such samplings take
     turns (seeding it, drawing, putting its state back). ``check()`` (the tight loop only) runs before every
-    decoding step and may raise to stop it. ``temperature`` may be a tuple, one a row (the tight loop only: the
-    fallback's temperatures decoded side by side), and ``first_tokens`` gives each row's first token (the tight
-    loop only: tails decoded again, :mod:`.refill`). Returns (B, len(prompt) + new) token ids."""
+    decoding step and may raise to stop it. The tight loop only: ``temperature`` as a tuple, one a row (the
+    fallback's temperatures), ``first_tokens`` (tails), ``shared`` (rows of a window). Returns (B, P + new) ids."""
     import torch
 
     hottest = max(temperature) if isinstance(temperature, tuple) else temperature
-    batch = encoder_outputs.last_hidden_state.shape[0]
+    batch = encoder_outputs.last_hidden_state.shape[0] if shared is None else len(shared)
     ids = torch.tensor([prompt], device=engine.placement.device, dtype=torch.long).repeat(batch, 1)
     # one position stays free for the end-of-text token the scoring pass appends
     limit = engine.model.config.max_target_positions - 1
@@ -80,9 +80,10 @@ def generate(
             decoder=None if steps is None else steps.decoder,
             logprobs=logprobs if steps is None else None,  # int8 steps: confidence stays the model's
             first_tokens=None if first_tokens is None else torch.tensor(first_tokens, device=ids.device),
+            shared=shared,
         )
-    if isinstance(temperature, tuple) or first_tokens is not None:
-        raise ValueError("a temperature or first token a row needs the tight loop (no draft model, no static cache)")
+    if isinstance(temperature, tuple) or first_tokens is not None or shared is not None:
+        raise ValueError("a temperature or first token a row, or shared windows, need the tight loop")
     if temperature <= 0:
         return generate_with_transformers(engine, encoder_outputs, ids, new_tokens, assistant, temperature)
     with _GLOBAL_SAMPLING, torch.random.fork_rng(devices=[]):
@@ -155,14 +156,16 @@ def attempt(
     temperature: float | tuple[float, ...],
     assistant=None,
     first_tokens: list[int] | None = None,
+    shared: list[int] | None = None,
 ) -> list[Decoded]:
     """One decoding of every row at ``temperature`` (seeded when sampling; a tuple: one a row), scored; each row
-    starting with its ``first_tokens`` when given."""
+    starting with its ``first_tokens`` when given; ``shared``: the row of ``enc`` each row decodes (several rows a
+    window, :func:`generate`), else one row of ``enc`` a row."""
 
     with clock("asr_generate"):
         check = clock.cancel.check if clock.cancel is not None else None
         logprobs = TokenLogprobs(engine.eos, prompt.index(engine.sot), engine.no_speech_id)
-        sequences = generate(engine, enc, prompt, assistant, temperature, check, logprobs, first_tokens)
+        sequences = generate(engine, enc, prompt, assistant, temperature, check, logprobs, first_tokens, shared)
         generated = [strip_prompt(engine, s.tolist()[len(prompt) :]) for s in sequences]
     out = []
     row_temperatures = temperature if isinstance(temperature, tuple) else (temperature,) * len(windows)
@@ -181,7 +184,7 @@ def attempt(
         )
     with clock("asr_score"):
         given = 0 if first_tokens is None else 1
-        scoring.score(engine, enc.last_hidden_state, prompt, generated, words, out, windows, logprobs, given)
+        scoring.score(engine, enc.last_hidden_state, prompt, generated, words, out, windows, logprobs, given, shared)
     return out
 
 

@@ -41,7 +41,7 @@ from ..runtime import OwnThread, Placement, quiet_generation_warnings, quiet_tra
 from ..timing import StageTimer
 from . import assembly, decoding, recovery, refill
 from . import features as window_inputs
-from .attention import use_step_attention
+from .attention import STEP_ATTENTIONS, use_step_attention
 from .coverage import SpeechMap
 from .decoded import Decoded, DecodePlan
 from .greedy import TimestampRules, VocabProjection
@@ -277,6 +277,11 @@ class WhisperEngine:
         """Whether decodings run in the tight loop (:func:`.greedy.greedy_decode`): not with a draft model or the
         static cache, which go through transformers' ``generate``."""
         return assistant is None and not self.static_cache
+
+    def shares_windows(self) -> bool:
+        """Whether rows decoding the same window can share its encoder states and cross-attention keys in the tight
+        loop: the model attends through :func:`.attention.step_attention` (the CPU, the dynamic cache)."""
+        return self.tight_loop() and self.model.config._attn_implementation in STEP_ATTENTIONS
 
     def ends_in_loop(self, generated: list[int]) -> bool:
         """Whether a row's generated tokens end in a repetition loop (:func:`.decoding.row_ends_in_loop`)."""

@@ -56,23 +56,28 @@ def decode_batch(
 
 def _side_by_side(engine, enc, windows, failing, hotter, prompt, opts, plan, clock, assistant) -> dict:
     """Every fallback temperature of every failing window decoded at once, a row each (as many windows a batch as
-    ``plan.batch_size`` rows hold): one pass of decoding steps instead of one per temperature. Each row samples
-    from its own temperature's distribution, so what passes is what the turns would have drawn from."""
+    ``plan.batch_size`` rows hold): one pass of decoding steps instead of one per temperature, the rows of a window
+    sharing its cross-attention where the engine can (:meth:`~.engine.WhisperEngine.shares_windows`). Each row
+    samples from its own temperature's distribution, so what passes is what the turns would have drawn from."""
     per_batch = max(1, plan.batch_size // len(hotter))
     tries: dict[int, list[Decoded]] = {}
+    share = engine.shares_windows()
     for b in range(0, len(failing), per_batch):
         group = failing[b : b + per_batch]
         rows = [i for i in group for _ in hotter]
         temperatures = hotter * len(group)
+        # a window's encoder states once, its rows reading them (the cross-attention cached once a window)
+        shared = [k for k in range(len(group)) for _ in hotter] if share else None
         decoded = decoding.attempt(
             engine,
-            select_rows(enc, rows),
+            select_rows(enc, group if share else rows),
             [windows[i] for i in rows],
             prompt,
             opts,
             plan.word_timestamps,
             clock,
             temperatures,
+            shared=shared,
         )
         for k, i in enumerate(group):
             tries[i] = decoded[k * len(hotter) : (k + 1) * len(hotter)]

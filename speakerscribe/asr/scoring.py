@@ -25,10 +25,12 @@ def score(
     windows: list[Span],
     logprobs=None,
     given: int = 0,
+    shared: list[int] | None = None,
 ) -> None:
     """No-speech probability and mean log-probability of each row (from ``logprobs`` where the loop reported them),
     and cross-attention for word times, from a teacher-forced pass over ``prompt`` + generated rows. The first
-    ``given`` generated tokens of each row were the caller's choice, not the model's: the mean leaves them out."""
+    ``given`` generated tokens of each row were the caller's choice, not the model's: the mean leaves them out.
+    ``shared``: the row of ``encoder_states`` each row was decoded from, where rows share windows."""
     reported = logprobs.rows([len(g) for g in generated]) if logprobs is not None and logprobs.per_step else None
     todo = []
     for i, d in enumerate(out):
@@ -42,12 +44,18 @@ def score(
     want_words = words and bool(engine.alignment_heads)
     rows = list(range(len(out))) if want_words else todo
     if rows:
-        _teacher_forced(engine, encoder_states, prompt, generated, rows, set(todo), want_words, out, windows, given)
+        state_rows = rows if shared is None else [shared[i] for i in rows]
+        _teacher_forced(
+            engine, encoder_states, prompt, generated, rows, set(todo), want_words, out, windows, given, state_rows
+        )
 
 
-def _teacher_forced(engine, encoder_states, prompt, generated, rows, todo, want_words, out, windows, given=0) -> None:
+def _teacher_forced(
+    engine, encoder_states, prompt, generated, rows, todo, want_words, out, windows, given=0, state_rows=None
+) -> None:
     """One decoder pass over ``prompt`` + the generated ``rows``: log-probabilities for the rows in ``todo``, the
-    alignment heads' cross-attention for word times when ``want_words``."""
+    alignment heads' cross-attention for word times when ``want_words``. ``state_rows``: the row of
+    ``encoder_states`` of each of ``rows`` (``rows`` themselves when not given)."""
     import torch
 
     p = len(prompt)
@@ -57,8 +65,9 @@ def _teacher_forced(engine, encoder_states, prompt, generated, rows, todo, want_
     for k, r in enumerate(seqs):
         ids[k, : len(r)] = torch.tensor(r)
     ids = ids.to(engine.placement.device)
-    if len(rows) < encoder_states.shape[0]:
-        encoder_states = encoder_states.index_select(0, torch.tensor(rows, device=encoder_states.device))
+    state_rows = rows if state_rows is None else state_rows
+    if state_rows != list(range(encoder_states.shape[0])):
+        encoder_states = encoder_states.index_select(0, torch.tensor(state_rows, device=encoder_states.device))
     decoder = engine.model.model.decoder
     if want_words:
         with capture_cross_attention(engine.model, engine.alignment_heads) as attention:
