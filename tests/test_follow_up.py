@@ -207,3 +207,44 @@ def test_a_tail_is_kept_only_when_sure_and_its_text_fits_its_time():
     assert not _sure(decoded(" Out tonight.", logprob=opts.logprob_threshold - 0.1), tail, opts)
     assert not _sure(decoded(" Out tonight.", repeats=True), tail, opts)
     assert not _sure(decoded("  "), tail, opts)
+
+
+def test_no_tail_is_decoded_again_where_the_loop_split_decodes_the_window_again(monkeypatch):
+    """A window whose kept attempt repeats itself (a loop, or compression above the threshold without one) has the
+    rest after its repetition decoded again by ``split_loops``, its tail included: decoding that tail again here
+    too wrote its words twice ("I can help with the testing if you need me." on the festival set, a kept attempt at
+    compression 2.41). Silence, and recovery switched off (no split), leave the tail to the refill."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from speakerscribe.asr import assembly, recovery, refill
+    from speakerscribe.asr.decoded import Decoded, DecodePlan
+    from speakerscribe.asr.tokens import RawSegment
+    from speakerscribe.options import AsrOptions
+
+    opts = AsrOptions()
+    window = Span(0.0, 30.0)
+    speech = SpeechMap([Span(0.5, 29.0)], probabilities(40, [(0.6, 28.9)]), 0.5)
+    seg = [RawSegment(0.0, 10.0, (1,))]
+    plain = Decoded(window=window, segments=seg, avg_logprob=-0.3, compression_ratio=1.5)
+    kinds = {
+        "plain": plain,
+        "repetitive": dataclasses.replace(plain, compression_ratio=opts.compression_ratio_threshold + 0.01),
+        "looping": dataclasses.replace(plain, loops=True),
+        "silent and repetitive": dataclasses.replace(
+            plain, compression_ratio=3.0, no_speech_prob=0.9, avg_logprob=opts.logprob_threshold - 0.5
+        ),
+    }
+    asked = []
+    monkeypatch.setattr(assembly, "window_chunks", lambda engine, d, *a: asked.append(d) or [Chunk(0.5, 10.0, " a")])
+    monkeypatch.setattr(refill, "tail_gap", lambda *a: None)  # only which windows are looked at matters here
+    engine = SimpleNamespace(tight_loop=lambda assistant=None: True)
+    for name, d in kinds.items():
+        for o in (opts, dataclasses.replace(opts, fallback_temperatures=())):
+            asked.clear()
+            refill.refill_tails(engine, None, [window], [d], 40.0, "en", o, DecodePlan(), None, speech)
+            split = recovery.decoded_again(d, o)
+            assert bool(asked) == (not split and not d.loops), (name, o.fallback_temperatures)
+    assert recovery.decoded_again(kinds["repetitive"], opts) and not recovery.decoded_again(kinds["plain"], opts)
+    assert not recovery.decoded_again(kinds["silent and repetitive"], opts)
+    assert not recovery.decoded_again(kinds["repetitive"], dataclasses.replace(opts, fallback_temperatures=()))

@@ -109,7 +109,7 @@ def split_loops(
     for depth in range(1, MAX_SPLIT_DEPTH + 1):
         retry: list[Span] = []
         for d in done:
-            if not d.repeats(opts) or d.is_silence(opts):
+            if not decoded_again(d, opts):
                 continue
             rest = keep_before_loop(d)
             if rest is not None and rest.end - rest.start >= MIN_SPLIT_S:
@@ -124,6 +124,12 @@ def split_loops(
         if d.loops:
             cut_loop(d)
     return done
+
+
+def decoded_again(d: Decoded, opts: AsrOptions) -> bool:
+    """Whether :func:`split_loops` decodes the rest of this window again: it repeats itself (a loop, or text more
+    repetitive than ``compression_ratio_threshold``) and is not silence, where the fallback runs at all."""
+    return bool(opts.fallback_temperatures) and d.repeats(opts) and not d.is_silence(opts)
 
 
 def select_rows(encoder_outputs, rows: list[int]):

@@ -51,13 +51,15 @@ def refill_tails(
 ) -> tuple[list[Decoded], list[Span]]:
     """The tails of a batch's ``decoded`` windows decoded again (``enc``: the batch's encoder outputs, rows in
     ``windows`` order): (the decodings kept, each for its whole window; the tails declined)."""
-    from .recovery import select_rows
+    from .recovery import decoded_again, select_rows
 
     if speech is None or plan.assisted or not engine.tight_loop():
         return [], []
     rows, tails = [], []
     for i, (window, d) in enumerate(zip(windows, decoded)):
-        if d.loops:  # split_loops decodes the rest of a looping window again
+        # split_loops decodes the rest of a repeating window again, its tail with it: decoded here too, the tail's
+        # words came out twice (a festival window whose kept attempt was repetitive, compression 2.41, no loop)
+        if d.loops or decoded_again(d, opts):
             continue
         chunks = assembly.window_chunks(engine, d, duration, language, opts, plan.word_timestamps)
         tail = tail_gap(window, chunks, speech)
