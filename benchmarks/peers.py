@@ -86,6 +86,7 @@ class Tally:
     wordless: list[str] = field(default_factory=list)  # ours: speech regions (>= 1 s) that got no chunk
     audio_s: float = 0.0
     seconds: list[float] = field(default_factory=list)
+    clips: dict[str, list[float]] = field(default_factory=dict)  # each clip's wall time, one a repeat
 
     @property
     def reference_words(self) -> int:
@@ -283,6 +284,7 @@ def run(args) -> dict[str, dict[str, Tally]]:
                 for clip in clips:
                     text, seconds, chunks = transcribe(systems[name], clip, language)
                     total += seconds
+                    tally.clips.setdefault(f"{clip.name} ({clip.duration:.1f} s)", []).append(seconds)
                     if repeat == 0:
                         score(tally, clip.reference, text)
                         tally.audio_s += clip.duration
@@ -344,6 +346,25 @@ def table(model: str, tallies: dict[str, dict[str, Tally]]) -> str:
     return "\n".join(rows)
 
 
+def clip_table(model: str, tallies: dict[str, dict[str, Tally]], set_name: str = "short") -> str:
+    """Each short clip's latency (median of the repeats) per system, and the other systems' latency over ours: above
+    1 we answer sooner."""
+    systems = [s for s in tallies if set_name in tallies[s] and tallies[s][set_name].clips]
+    if not systems:
+        return ""
+    peers = [s for s in systems if s in PEER_MODES or "@" in s]
+    head = "| model | clip | system | latency s |" + "".join(f" {p} s / ours |" for p in peers)
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    for clip in tallies[systems[0]][set_name].clips:
+        for system in systems:
+            mine = statistics.median(tallies[system][set_name].clips[clip])
+            row = f"| {model} | {clip} | {system} | {mine:.2f} |"
+            for p in peers:
+                row += f" {statistics.median(tallies[p][set_name].clips[clip]) / mine:.2f} |"
+            rows.append(row)
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="whisper-tiny.en", choices=sorted(CT2_FILES))
@@ -360,6 +381,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     tallies = run(args)
     print(table(args.model, tallies))
+    clips = clip_table(args.model, tallies)
+    if clips:
+        print(clips)
     for system, by_set in tallies.items():
         for set_name, t in by_set.items():
             if is_ours(system):

@@ -178,6 +178,12 @@ def test_peers_runs_faster_whisper_beside_ours_on_the_same_weights(real_models, 
     assert "ratio to fw-batched-int8" in out and "ratio to ours@HEAD" in out
     assert re.search(r"^ours festival: speech regions \(>= 1 s\) without words: ", out, re.M), out
     assert re.search(r"^ours@HEAD festival: speech regions \(>= 1 s\) without words: ", out, re.M), out
+    # each short clip's latency, every system, with the peers' latency over it
+    assert "| model | clip | system | latency s | ours@HEAD s / ours |" in out, out
+    assert " fw-sequential s / ours | fw-batched-int8 s / ours |" in out, out
+    for clip in ("short_8s", "short_30s", "short_60s"):
+        for system in everyone:
+            assert re.search(rf"\| {clip} \([\d.]+ s\) \| {re.escape(system)} \| \d+\.\d\d \|", out), (clip, system)
 
 
 def test_sweep_constraints_scores_pyannotes_clustering_beside_the_constrained_one(real_models):
