@@ -102,12 +102,9 @@ def test_same_tokens_as_generate_on_random_weights(random_models, which):
 def test_same_tokens_as_generate_on_real_speech(real_models, monkeypatch):
     """Rows of different lengths (30 s, 12 s and 4 s of speech): the short ones finish first and leave the batch,
     and the tokens are still generate's."""
-    import soundfile as sf
     import torch
-    from transformers import WhisperFeatureExtractor
 
     import speakerscribe.asr.greedy as greedy
-    from speakerscribe_dev.conversation import MEETING, synthesize
 
     kept = []
     select = greedy._select_rows
@@ -116,18 +113,13 @@ def test_same_tokens_as_generate_on_real_speech(real_models, monkeypatch):
     path = real_models / "whisper-tiny.en"
     model = _load(path)
     rules = TimestampRules.from_generation_config(model.generation_config)
-    fe = WhisperFeatureExtractor.from_pretrained(str(path))
-    audio, rate = sf.read(str(synthesize(MEETING, _speech_dir(), "meeting").wav), dtype="float32")
-    clips = [audio[: 30 * rate], audio[10 * rate : 22 * rate], audio[30 * rate : 34 * rate]]
-    features = fe(clips, sampling_rate=rate, return_tensors="pt").input_features
-    with torch.inference_mode():
-        states = model.model.encoder(features).last_hidden_state
-    prompt = _prompt(model, len(clips))
+    states = _meeting_states(model, path)
+    prompt = _prompt(model, states.shape[0])
     with torch.inference_mode():
         ours = greedy_decode(model, states, prompt, rules, 120)
     theirs = _hf_generate(model, states, prompt, 120)
     assert ours.tolist() == theirs.tolist()
-    assert kept and len(kept[-1]) < len(clips)  # finished rows were dropped on the way
+    assert kept and len(kept[-1]) < states.shape[0]  # finished rows were dropped on the way
     text = [t for t in ours[0].tolist() if t < rules.eos]
     assert len(text) > 30  # real words were decoded
 
@@ -163,6 +155,23 @@ def _speech_dir():
     path = CACHE / "speech"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _meeting_states(model, path):
+    """The encoder states of three windows of the festival meeting (30 s, 12 s and 4 s of speech), in the model's
+    precision: rows that finish at different times."""
+    import soundfile as sf
+    import torch
+    from transformers import WhisperFeatureExtractor
+
+    from speakerscribe_dev.conversation import MEETING, synthesize
+
+    fe = WhisperFeatureExtractor.from_pretrained(str(path))
+    audio, rate = sf.read(str(synthesize(MEETING, _speech_dir(), "meeting").wav), dtype="float32")
+    clips = [audio[: 30 * rate], audio[10 * rate : 22 * rate], audio[30 * rate : 34 * rate]]
+    features = fe(clips, sampling_rate=rate, return_tensors="pt").input_features
+    with torch.inference_mode():
+        return model.model.encoder(features.to(model.dtype)).last_hidden_state
 
 
 def test_sampling_draws_what_generate_draws_from_the_same_seed(random_models):
@@ -449,24 +458,16 @@ def test_rows_sharing_a_window_decode_what_copies_of_it_decode(real_models, monk
     rows of a window sharing its encoder states and its cross-attention keys (cached once a window), decode token
     for token what the same rows decode from a copy of the states each (float64, the same seed), while rows leave
     the batch; a window whose rows are all done leaves the cross-attention cache."""
-    import soundfile as sf
     import torch
-    from transformers import WhisperFeatureExtractor
 
     import speakerscribe.asr.greedy as greedy
     from speakerscribe.asr.attention import use_step_attention
-    from speakerscribe_dev.conversation import MEETING, synthesize
 
     path = real_models / "whisper-tiny.en"
     model = _load(path).double()  # float64: batches of other shapes round alike, so the tokens can be compared
     assert use_step_attention(model, by_sdpa=by_sdpa)
     rules = TimestampRules.from_generation_config(model.generation_config)
-    fe = WhisperFeatureExtractor.from_pretrained(str(path))
-    audio, rate = sf.read(str(synthesize(MEETING, _speech_dir(), "meeting").wav), dtype="float32")
-    clips = [audio[: 30 * rate], audio[10 * rate : 22 * rate], audio[30 * rate : 34 * rate]]
-    features = fe(clips, sampling_rate=rate, return_tensors="pt").input_features
-    with torch.inference_mode():
-        states = model.model.encoder(features.double()).last_hidden_state
+    states = _meeting_states(model, path)
     shared = [0, 0, 0, 1, 1, 1, 2, 2, 2]
     temperatures = (0.0, 0.6, 1.0) * 3
     prompt = _prompt(model, len(shared))
