@@ -23,7 +23,7 @@ def test_sampled_is_for_the_fallbacks_sampled_attempts_and_int8_for_every_step(r
     assert every.used_for(0.0) and every.used_for(0.4)
 
 
-@pytest.mark.parametrize("choice, used", [("none", False), ("sampled", True), ("int8", True)])
+@pytest.mark.parametrize("choice, used", [("none", False), ("screened", False), ("sampled", True), ("int8", True)])
 def test_on_a_cpu_int8_weights_are_made_unless_none(choice, used):
     assert quantized.use_int8_steps(choice, "cpu", True) is used
 
@@ -46,18 +46,18 @@ def test_no_quantized_kernels_is_an_error_saying_so(monkeypatch):
 
 
 def test_an_unknown_choice_names_the_accepted_ones():
-    with pytest.raises(ModelLoadError, match="none, sampled, int8"):
+    with pytest.raises(ModelLoadError, match="screened, none, sampled, int8"):
         quantized.use_int8_steps("fp8", "cpu", True)
 
 
-def test_the_setting_is_validated_with_the_accepted_values_and_defaults_to_none():
+def test_the_setting_is_validated_with_the_accepted_values_and_defaults_to_screened():
     from pydantic import ValidationError
 
     from speakerscribe.models.settings import ModelSettings
 
-    with pytest.raises(ValidationError, match="'none', 'sampled' or 'int8'"):
+    with pytest.raises(ValidationError, match="'screened', 'none', 'sampled' or 'int8'"):
         ModelSettings.given(decoder_quantization="fp4")
-    assert ModelSettings.given().decoder_quantization == "none"
+    assert ModelSettings.given().decoder_quantization == "screened"
 
 
 def test_int8_decoder_computes_what_the_models_decoder_does_and_leaves_the_model(random_models):

@@ -46,8 +46,9 @@ from .coverage import SpeechMap
 from .decoded import Decoded, DecodePlan
 from .greedy import TimestampRules, VocabProjection
 from .languages import normalise_language
-from .quantized import Int8Steps, use_int8_steps
+from .quantized import Int8Steps, use_int8_steps, use_screening
 from .quantized import int8_steps as build_int8_steps
+from .screened import ScreenedProjection
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class WhisperEngine:
         token: str | None = None,
         max_new_tokens: int | None = None,
         static_cache: bool = False,
-        decoder_quantization: str = "none",
+        decoder_quantization: str = "screened",
     ) -> WhisperEngine:
         from transformers import (
             AutoModelForCausalLM,
@@ -122,6 +123,7 @@ class WhisperEngine:
         )
 
         int8 = use_int8_steps(decoder_quantization, placement.device, greedy_loop=not static_cache)
+        screened = use_screening(decoder_quantization, placement.device, greedy_loop=not static_cache)
         kwargs = dict(dtype=placement.dtype, attn_implementation=placement.attn_implementation, token=token)
         try:
             model = WhisperForConditionalGeneration.from_pretrained(model_id, **kwargs)
@@ -146,7 +148,12 @@ class WhisperEngine:
             assistant.generation_config.max_length = None
         quiet_generation_warnings()
         steps = build_int8_steps(model, greedy=decoder_quantization == "int8") if int8 else None
-        return cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens, static_cache, steps)
+        engine = cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens, static_cache, steps)
+        if screened:
+            engine.projection = ScreenedProjection.of(
+                model.proj_out, engine.projection, engine.timestamp_rules, engine.no_speech_id
+            )
+        return engine
 
     def warmup(self, batch_size: int) -> None:
         """Run one full batch of silent windows, so a compiled static-cache decoder is built before requests."""

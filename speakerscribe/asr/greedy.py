@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .attention import SharedRows, sharing
+from .screened import exact_projection
 
 
 @dataclass(frozen=True)
@@ -79,19 +80,19 @@ def greedy_decode(
     or with one temperature a row (a sequence: the fallback's temperatures side by side, rows at 0 greedy).
     Returns (B, P + steps) token ids, as ``generate`` does; finished rows are padded with end-of-text.
     ``stop_row(generated)`` is asked after each text token of an unfinished row (its tokens so far, timestamps
-    included); True finishes the row. ``projection``: the model's :class:`VocabProjection` (the same one every
-    call: it keeps a copy of the weight). ``check()`` runs before every step and may raise to stop the decoding.
-    Greedy or with a temperature a row, finished rows leave the batch once they are a quarter of it (``generate``
-    decodes them to the longest row's end). ``min_new_tokens`` forbids end-of-text for that many steps. ``decoder``
-    replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`). ``logprobs`` is filled with what the scoring
-    pass would otherwise compute. ``first_tokens`` (B,): each row's first token (a timestamp), the rules going on
-    from it. ``shared`` (B,): the window (row of ``encoder_states``) each row decodes (:func:`_step`)."""
+    included); True finishes the row. ``projection``: the model's :class:`VocabProjection` or its int8 screen
+    (:mod:`.screened`), the same one every call. ``check()`` runs before every step and may raise to stop the
+    decoding. Greedy or with a temperature a row, finished rows leave the batch once they are a quarter of it
+    (``generate`` decodes them to the longest row's end). ``min_new_tokens`` forbids end-of-text for that many
+    steps. ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`). ``logprobs`` is filled
+    with what the scoring pass would otherwise compute. ``first_tokens`` (B,): each row's first token (a timestamp),
+    the rules going on from it. ``shared`` (B,): the window (row of ``encoder_states``) each row decodes."""
     import torch
 
     temperature, per_row, sampling = _temperatures(temperature, prompt_ids.device, generator)
     decoder = decoder if decoder is not None else model.model.decoder
     batch = prompt_ids.shape[0]
-    project = projection or VocabProjection(model.proj_out)
+    project = _projection_for(projection, model, sampling)
     state = _RowStates(rules, model.proj_out.out_features, batch, prompt_ids.device, min_new_tokens, first_tokens)
     generated: list[list[int]] = [[] for _ in range(batch)]
     steps, cache, step_input, groups = [], None, prompt_ids, _shared_rows(shared, batch, encoder_states)
@@ -175,6 +176,13 @@ class TokenLogprobs:
 
 
 _DROP_SHARE = 0.25  # finished rows are dropped once they are this share of the batch (each drop copies the cache)
+
+
+def _projection_for(projection, model, sampling: bool):
+    """The projection a decoding takes: a draw needs every score, and a screen (:mod:`.screened`) scores only what
+    decides a greedy step with the model's weights, so sampling takes the model's projection behind it."""
+    project = projection or VocabProjection(model.proj_out)
+    return exact_projection(project) if sampling else project
 
 
 def _as_float_rows(logits):
@@ -426,10 +434,12 @@ class VocabProjection:
     """Hidden states -> vocabulary logits: Whisper's ``proj_out`` (no bias; its weight is the (vocab, d) token
     embedding, 80-106 MB in float32 for tiny/base, read at every decoding step).
 
-    On the CPU the same product is taken in the orientation MKL runs fastest: with one row against a transposed
-    copy of the weight (made once, kept), with several as weight @ hidden.T. ``linear`` itself was 1.1-4x slower
-    than one of these on the 2-core AMD machines here for every row count (``benchmarks/greedy_loop.py``). On an
-    accelerator ``proj_out`` is used as it is."""
+    On the CPU the same product is taken in the orientation that runs fastest: several rows as weight @ hidden.T;
+    one row in float32 against a transposed copy of the weight (made once, kept), in bfloat16 as a matrix-vector
+    product. ``linear`` itself was 1.1-4x slower than one of these on the 2-core AMD machines here for every row
+    count (``benchmarks/greedy_loop.py``); on the 2-core Xeon one bfloat16 row took 1.46 ms against the transposed
+    copy and 1.02 ms as ``mv`` (tiny.en; base 2.01 -> 1.22 ms; a 30 s tiny.en request 0.84 -> 0.74 s), where in
+    float32 ``mv`` was 5-13% slower. On an accelerator ``proj_out`` is used as it is."""
 
     def __init__(self, proj):
         self.proj = proj
@@ -437,12 +447,16 @@ class VocabProjection:
         self._transposed = None
 
     def __call__(self, hidden):
+        import torch
+
         if not self.reorient:
             return self.proj(hidden)
         weight = self.proj.weight
-        if hidden.shape[0] == 1:
-            transposed = self._transposed
-            if transposed is None or transposed.dtype != weight.dtype:
-                transposed = self._transposed = weight.detach().t().contiguous()
-            return hidden @ transposed
-        return (weight @ hidden.T).T
+        if hidden.shape[0] > 1:
+            return (weight @ hidden.T).T
+        if weight.dtype in (torch.bfloat16, torch.float16) and hidden.dtype == weight.dtype:
+            return torch.mv(weight, hidden[0])[None]
+        transposed = self._transposed
+        if transposed is None or transposed.dtype != weight.dtype:
+            transposed = self._transposed = weight.detach().t().contiguous()
+        return hidden @ transposed

@@ -32,7 +32,8 @@ from ..errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
 
-DecoderQuantization = Literal["none", "sampled", "int8"]  # ModelSettings.decoder_quantization validates with it
+# ModelSettings.decoder_quantization validates with it
+DecoderQuantization = Literal["screened", "none", "sampled", "int8"]
 CHOICES: tuple[str, ...] = get_args(DecoderQuantization)
 
 
@@ -88,13 +89,22 @@ def int8_engine() -> str | None:
     return engine if engine and engine != "none" else None
 
 
+def use_screening(choice: str, device: str, greedy_loop: bool) -> bool:
+    """Whether greedy steps project onto the vocabulary through the int8 screen (:mod:`.screened`): ``screened``
+    (the default) where it can run (a CPU whose PyTorch has quantized kernels, the tight loop), else the model's
+    weights, without an error: the screen changes no decision it is meant for, only the speed."""
+    if choice not in CHOICES:
+        raise ModelLoadError(f"DECODER_QUANTIZATION={choice!r} is not one of {', '.join(CHOICES)}")
+    return choice == "screened" and device == "cpu" and greedy_loop and int8_engine() is not None
+
+
 def use_int8_steps(choice: str, device: str, greedy_loop: bool) -> bool:
     """Whether int8 decoding weights are made: ``none`` never; ``sampled`` (for the temperature fallback's sampled
     attempts) and ``int8`` (for every step) on a CPU whose PyTorch has quantized kernels, when the tight loop
     decodes (not with ``STATIC_CACHE``), and an error naming why where they cannot be."""
     if choice not in CHOICES:
         raise ModelLoadError(f"DECODER_QUANTIZATION={choice!r} is not one of {', '.join(CHOICES)}")
-    if choice == "none":
+    if choice in ("none", "screened"):
         return False
     if device != "cpu":
         why = f"the model runs on {device}"
@@ -119,12 +129,12 @@ def int8_steps(model, greedy: bool = False) -> Int8Steps:
     for name, module in list(decoder.named_modules()):
         if isinstance(module, torch.nn.Linear):
             parent, _, leaf = name.rpartition(".")
-            setattr(decoder.get_submodule(parent), leaf, int8_linear(_quantized(module)))
+            setattr(decoder.get_submodule(parent), leaf, int8_linear(quantized_linear(module)))
     logger.debug("Whisper decoding steps use int8 linears (%s kernels)", int8_engine())
-    return Int8Steps(decoder=decoder, projection=_Projection(_quantized(model.proj_out)), greedy=greedy)
+    return Int8Steps(decoder=decoder, projection=_Projection(quantized_linear(model.proj_out)), greedy=greedy)
 
 
-def _quantized(linear):
+def quantized_linear(linear):
     """A dynamically quantized copy of one ``nn.Linear`` (int8 weights per output row, float32 in and out)."""
     import torch
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic

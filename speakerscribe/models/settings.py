@@ -45,9 +45,11 @@ class ModelSettings(BaseSettings):
     torch_dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
     decoder_quantization: DecoderQuantization = Field(
-        "none",
-        description="int8 weights for decoding steps on a CPU (not with STATIC_CACHE): sampled for the temperature "
-        "fallback's sampled attempts, int8 for every step; none keeps the model's weights",
+        "screened",
+        description="int8 weights for decoding steps on a CPU (not with STATIC_CACHE): screened (default) screens "
+        "greedy steps' vocabulary projection in int8 and scores the tokens that decide the step with the model's "
+        "weights; sampled for the temperature fallback's sampled attempts, int8 for every step; none keeps the "
+        "model's weights throughout",
     )
     vad: Literal["silero", "none"] = Field("silero", description="speech activity gate before Whisper")
     max_new_tokens: int | None = Field(None, ge=1, le=448, description="cap on tokens per 30 s window")
