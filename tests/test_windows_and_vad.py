@@ -165,3 +165,43 @@ def test_several_clips_in_one_batch_get_what_each_gets_alone():
     for clip, batched in zip(clips, together):
         np.testing.assert_allclose(batched, vad.probabilities(clip), atol=1e-5)
     assert vad.probabilities_of([]) == []
+
+
+def test_one_stream_is_the_networks_own_frame_by_frame_call_and_streams_stay_close_to_it(meeting):
+    """The front end run once over every frame, the recurrent cell stepping alone: with one stream, what silero's
+    own model gives when called frame by frame (its context and state carried by itself). Parallel streams differ
+    only where a stream's state is warmed up on the second before its part instead of the whole file before it."""
+    import torch
+
+    from speakerscribe.audio.decode import decode_audio
+    from speakerscribe.audio.vad import FRAME, SileroVAD
+
+    samples = decode_audio(meeting.wav.read_bytes()).waveform.samples
+    one = SileroVAD(streams=1)
+    model = one.model
+    model.reset_states()
+    padded = np.zeros(-(-len(samples) // FRAME) * FRAME, np.float32)
+    padded[: len(samples)] = samples
+    with torch.inference_mode():
+        own = np.array([float(model(torch.from_numpy(f)[None], 16000)) for f in padded.reshape(-1, FRAME)])
+    model.reset_states()
+    alone = one.probabilities(samples)
+    assert len(alone) == len(own) and np.abs(alone - own).max() < 1e-5
+    assert (own > 0.5).mean() > 0.3  # speech was heard: the comparison covers both kinds of frame
+    streamed = SileroVAD().probabilities(samples)
+    assert np.abs(streamed - own).mean() < 0.01 and ((streamed > 0.5) != (own > 0.5)).mean() < 0.01
+
+
+def test_a_silero_model_without_the_pieces_used_is_a_load_error_naming_the_version(monkeypatch):
+    import torch
+
+    from speakerscribe.audio import vad
+    from speakerscribe.errors import ModelLoadError
+
+    class Outer(torch.nn.Module):
+        def forward(self, x, sr):
+            return x
+
+    monkeypatch.setattr(torch.jit, "load", lambda *a, **k: Outer())
+    with pytest.raises(ModelLoadError, match=r"no run_extractors, encoder, decoder: silero-vad >= 5.1"):
+        vad.SileroVAD()
