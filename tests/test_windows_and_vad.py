@@ -167,29 +167,46 @@ def test_several_clips_in_one_batch_get_what_each_gets_alone():
     assert vad.probabilities_of([]) == []
 
 
-def test_one_stream_is_the_networks_own_frame_by_frame_call_and_streams_stay_close_to_it(meeting):
-    """The front end run once over every frame, the recurrent cell stepping alone: with one stream, what silero's
-    own model gives when called frame by frame (its context and state carried by itself). Parallel streams differ
-    only where a stream's state is warmed up on the second before its part instead of the whole file before it."""
+def _frame_by_frame(model, samples, streams, warm):
+    """Silero's own model called step by step on a batch of ``streams`` rows, each row one equal part of
+    ``samples`` preceded by ``warm`` frames of the audio before it (silence before the start and after the end):
+    the model carries each row's context and state itself, from zeros. Per frame of ``samples``."""
     import torch
 
+    from speakerscribe.audio.vad import FRAME
+
+    n = -(-len(samples) // FRAME)
+    frames = np.zeros((n + 1, FRAME), np.float32)  # the last row: silence
+    frames.reshape(-1)[: len(samples)] = samples
+    per = -(-n // streams)
+    first = np.arange(streams) * per - warm
+    model.reset_states()
+    out = []
+    with torch.inference_mode():
+        for k in range(per + warm):
+            index = first + k
+            batch = frames[np.where((index >= 0) & (index < n), index, n)]
+            out.append(model(torch.from_numpy(batch), 16000).reshape(-1).numpy())
+    model.reset_states()
+    return np.stack(out, axis=1)[:, warm:].reshape(-1)[:n]
+
+
+def test_the_front_end_once_over_the_file_gives_what_the_model_gives_frame_by_frame(meeting):
+    """The front end run once over every frame, the recurrent cell stepping alone: what silero's own model gives
+    when called frame by frame, with one stream and with parallel streams warmed up on the second before their part
+    (whose first frame the model reads after silence)."""
     from speakerscribe.audio.decode import decode_audio
-    from speakerscribe.audio.vad import FRAME, SileroVAD
+    from speakerscribe.audio.vad import SileroVAD, _StreamPlan
 
     samples = decode_audio(meeting.wav.read_bytes()).waveform.samples
-    one = SileroVAD(streams=1)
-    model = one.model
-    model.reset_states()
-    padded = np.zeros(-(-len(samples) // FRAME) * FRAME, np.float32)
-    padded[: len(samples)] = samples
-    with torch.inference_mode():
-        own = np.array([float(model(torch.from_numpy(f)[None], 16000)) for f in padded.reshape(-1, FRAME)])
-    model.reset_states()
-    alone = one.probabilities(samples)
-    assert len(alone) == len(own) and np.abs(alone - own).max() < 1e-5
-    assert (own > 0.5).mean() > 0.3  # speech was heard: the comparison covers both kinds of frame
-    streamed = SileroVAD().probabilities(samples)
-    assert np.abs(streamed - own).mean() < 0.01 and ((streamed > 0.5) != (own > 0.5)).mean() < 0.01
+    for streams in (1, 64):
+        vad = SileroVAD(streams=streams)
+        plan = _StreamPlan(samples, streams, vad.warmup_frames)
+        own = _frame_by_frame(vad.model, samples, plan.n_streams, plan.warm)
+        got = vad.probabilities(samples)
+        assert len(got) == len(own) and np.abs(got - own).max() < 1e-5, streams
+        assert (own > 0.5).mean() > 0.3  # speech was heard: the comparison covers both kinds of frame
+    assert plan.n_streams > 4  # ... and the second time, parts were stepped side by side
 
 
 def test_a_silero_model_without_the_pieces_used_is_a_load_error_naming_the_version(monkeypatch):

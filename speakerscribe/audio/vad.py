@@ -7,9 +7,10 @@ one LSTM cell that carries state from frame to frame. It is normally run frame b
 minute per hour of audio. Here the front end runs once over every frame of the file, in large batches, and only
 the LSTM cell steps through time: the audio is cut into ``streams`` equal parts that step as one batch, each part
 preceded by ``warmup_s`` of the audio before it so that its state is warm where its own frames start (a warm-up
-frame's front end is the one computed for its place in the file: nothing is computed twice). Within a stream the
-probabilities are the network's own, run frame by frame (``tests/test_windows_and_vad.py``). Measured on the
-2-core Xeon here: a 27 s telephone call 130 -> 38 ms, 6.9 minutes of conversation 314 -> 203 ms.
+frame's front end is the one computed for its place in the file; only a stream's first frame, which the network
+reads after silence, is computed again). The probabilities are those of the network run frame by frame in each
+stream, as before (``tests/test_windows_and_vad.py``). Measured on the 2-core Xeon here: a 27 s telephone call
+130 -> 38 ms, 6.9 minutes of conversation 314 -> 203 ms.
 
 The TorchScript file is loaded straight from the ``silero-vad`` package's data folder, without importing the
 package: its ``__init__`` calls ``torch.set_num_threads(1)``, which would slow every other model in the process.
@@ -89,7 +90,7 @@ class SileroVAD:
         if steps:
             with torch.inference_mode():
                 features = torch.cat([self._front_end(p) for p in plans if p.n_frames] + [self._front_end(None)])
-                offsets = np.cumsum([0] + [p.n_frames for p in plans])
+                offsets = np.cumsum([0] + [p.rows for p in plans])
                 silence, state = features.shape[0] - 1, torch.zeros(0)
                 for k in range(steps):
                     index = np.concatenate([p.rows_at(k, o, silence) for p, o in zip(plans, offsets)])
@@ -103,11 +104,9 @@ class SileroVAD:
         torch = self._torch
         if plan is None:
             return self.network.encoder(self.network.run_extractors(torch.zeros(1, CONTEXT + FRAME)))
-        parts = []
-        for a in range(0, plan.n_frames, _BLOCK):
-            x = torch.from_numpy(plan.inputs(a, min(a + _BLOCK, plan.n_frames)))
-            parts.append(self.network.encoder(self.network.run_extractors(x)))
-        return torch.cat(parts)
+        blocks = [plan.inputs(a, min(a + _BLOCK, plan.n_frames)) for a in range(0, plan.n_frames, _BLOCK)]
+        blocks.append(plan.first_inputs())
+        return torch.cat([self.network.encoder(self.network.run_extractors(torch.from_numpy(x))) for x in blocks])
 
 
 class _StreamPlan:
@@ -123,6 +122,9 @@ class _StreamPlan:
         self.warm = warmup_frames if self.n_streams > 1 else 0
         self.steps = self.per_stream + self.warm if self.n_streams else 0
         self.first = np.arange(self.n_streams) * self.per_stream - self.warm
+        # a stream's first frame follows silence (the network's context starts as zeros): it has a row of its own
+        self.fresh = np.flatnonzero((self.first >= 0) & (self.first < self.n_frames))
+        self.rows = self.n_frames + len(self.fresh)  # rows of the front end's output: every frame, then those
 
     def inputs(self, a: int, b: int) -> np.ndarray:
         """(b - a, 64 + 512): frames a..b-1, each after the last 64 samples of the frame before it; the audio
@@ -134,10 +136,19 @@ class _StreamPlan:
         windows = np.lib.stride_tricks.sliding_window_view(flat, CONTEXT + FRAME)[::FRAME]
         return np.ascontiguousarray(windows[: b - a])
 
+    def first_inputs(self) -> np.ndarray:
+        """The first frames of the streams that start inside the audio, each after 64 samples of silence."""
+        x = np.concatenate([self.inputs(int(i), int(i) + 1) for i in self.first[self.fresh]] or [self.inputs(0, 0)])
+        x[:, :CONTEXT] = 0.0
+        return x
+
     def rows_at(self, k: int, offset: int, silence: int) -> np.ndarray:
         """The row of the front end's output each stream reads at step ``k`` (``silence`` outside the audio)."""
         index = self.first + k
-        return np.where((index >= 0) & (index < self.n_frames), index + offset, silence)
+        rows = np.where((index >= 0) & (index < self.n_frames), index + offset, silence)
+        if k == 0:
+            rows[self.fresh] = offset + self.n_frames + np.arange(len(self.fresh))
+        return rows
 
     def probabilities(self, out: np.ndarray) -> np.ndarray:
         """This waveform's per-frame probabilities from its rows of the batch's output."""
