@@ -46,6 +46,7 @@ from .coverage import SpeechMap
 from .decoded import Decoded, DecodePlan
 from .greedy import TimestampRules, VocabProjection
 from .languages import normalise_language
+from .packed import pack_decoder_linears
 from .quantized import Int8Steps, use_int8_steps, use_screening
 from .quantized import int8_steps as build_int8_steps
 from .screened import ScreenedProjection
@@ -148,6 +149,8 @@ class WhisperEngine:
             assistant.generation_config.max_length = None
         quiet_generation_warnings()
         steps = build_int8_steps(model, greedy=decoder_quantization == "int8") if int8 else None
+        if placement.device == "cpu" and not static_cache:
+            pack_decoder_linears(model)  # after the int8 copy, which quantizes plain linears
         engine = cls(model, feature_extractor, tokenizer, placement, assistant, max_new_tokens, static_cache, steps)
         if screened:
             engine.projection = ScreenedProjection.of(
