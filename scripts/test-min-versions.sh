@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The handler tests and the real-weight accuracy test on the lowest versions requirements.txt allows
-# (constraints-min.txt), in a virtual environment of their own (.venv-min). Needs the models and data that
-# scripts/setup.sh prepares. Also checks that installing requirements.txt over those versions installs nothing
-# (the Endpoints runtime does that install at every start: a range that pulled a newer torch would reinstall it).
+# The handler tests, the real-weight accuracy test, the int8 screen, the packed decoder and speech detection on the
+# lowest versions requirements.txt allows (constraints-min.txt), in a virtual environment of their own (.venv-min).
+# Needs the models and data that scripts/setup.sh prepares. Also checks that installing requirements.txt over those
+# versions installs nothing (the Endpoints runtime does that install at every start: a range that pulled a newer
+# torch would reinstall it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-min
@@ -20,4 +21,5 @@ if grep -q "Would install" <<<"$plan"; then
 fi
 echo "   nothing to install"
 export PYANNOTE_METRICS_ENABLED=false HF_HUB_OFFLINE=1
-"$VENV/bin/python" -m pytest -p no:cacheprovider tests/test_handler.py tests/test_compat.py tests/test_greedy.py tests/test_real_speech.py "$@"
+"$VENV/bin/python" -m pytest -p no:cacheprovider tests/test_handler.py tests/test_compat.py tests/test_greedy.py \
+  tests/test_real_speech.py tests/test_screened.py tests/test_packed.py tests/test_windows_and_vad.py "$@"
