@@ -89,12 +89,16 @@ def int8_engine() -> str | None:
     return engine if engine and engine != "none" else None
 
 
+def _check(choice: str) -> None:
+    if choice not in CHOICES:
+        raise ModelLoadError(f"DECODER_QUANTIZATION={choice!r} is not one of {', '.join(CHOICES)}")
+
+
 def use_screening(choice: str, device: str, greedy_loop: bool) -> bool:
     """Whether greedy steps project onto the vocabulary through the int8 screen (:mod:`.screened`): ``screened``
     (the default) where it can run (a CPU whose PyTorch has quantized kernels, the tight loop), else the model's
     weights, without an error: the screen changes no decision it is meant for, only the speed."""
-    if choice not in CHOICES:
-        raise ModelLoadError(f"DECODER_QUANTIZATION={choice!r} is not one of {', '.join(CHOICES)}")
+    _check(choice)
     return choice == "screened" and device == "cpu" and greedy_loop and int8_engine() is not None
 
 
@@ -102,8 +106,7 @@ def use_int8_steps(choice: str, device: str, greedy_loop: bool) -> bool:
     """Whether int8 decoding weights are made: ``none`` never; ``sampled`` (for the temperature fallback's sampled
     attempts) and ``int8`` (for every step) on a CPU whose PyTorch has quantized kernels, when the tight loop
     decodes (not with ``STATIC_CACHE``), and an error naming why where they cannot be."""
-    if choice not in CHOICES:
-        raise ModelLoadError(f"DECODER_QUANTIZATION={choice!r} is not one of {', '.join(CHOICES)}")
+    _check(choice)
     if choice in ("none", "screened"):
         return False
     if device != "cpu":

@@ -43,7 +43,6 @@ class ScreenedProjection:
     exact: Any  # VocabProjection
     int8: Any  # a dynamically quantized nn.Linear: float32 (rows, d) -> float32 (rows, vocab)
     weight: Any  # (vocab, d) in the model's precision
-    timestamps: Any  # (vocab - timestamp_begin, d) contiguous rows of ``weight``
     always: Any  # LongTensor: token ids always scored with the model's weights (end-of-text, no-speech)
     never: Any  # LongTensor: suppressed text tokens, never candidates
     timestamp_begin: int
@@ -66,7 +65,6 @@ class ScreenedProjection:
             exact=exact,
             int8=quantized_linear(proj),
             weight=weight,
-            timestamps=weight[tb:].contiguous(),
             always=torch.tensor(always, dtype=torch.long, device=weight.device),
             never=torch.tensor(never, dtype=torch.long, device=weight.device),
             timestamp_begin=tb,
@@ -80,8 +78,9 @@ class ScreenedProjection:
         if rows > self.max_rows:
             return self.exact(hidden)
         tb, k = self.timestamp_begin, self.candidates
-        scores = self.int8(hidden.float())
-        scores[:, tb:] = F.linear(hidden, self.timestamps)
+        as_float = hidden.float()
+        scores = self.int8(as_float)
+        scores[:, tb:] = F.linear(hidden, self.weight[tb:])
         text = scores[:, :tb].clone()
         text[:, self.never] = float("-inf")
         top = text.topk(k, dim=-1)
@@ -90,7 +89,7 @@ class ScreenedProjection:
         scores.scatter_(1, picks, model_scores)
         # a token left out scores at most the last candidate's int8 score plus int8's error: where the best
         # candidate's own score is not clear of that, the row is projected with the model's weights
-        unsure = model_scores[:, :k].max(dim=-1).values - top.values[:, -1] < MARGIN * hidden.float().norm(dim=-1)
+        unsure = model_scores[:, :k].max(dim=-1).values - top.values[:, -1] < MARGIN * as_float.norm(dim=-1)
         if bool(unsure.any()):
             scores[unsure] = self.exact(hidden[unsure]).float()
         return scores

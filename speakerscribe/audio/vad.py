@@ -163,15 +163,13 @@ class VadStream:
     Uses the TorchScript file's inner network, a pure function of (64 samples of context + a frame, recurrent
     state), so every stream keeps its own state and streams never share or reset the model's."""
 
-    CONTEXT = 64
-
     def __init__(self, network):
         import torch
 
         self._torch = torch
         self._network = network
         self._state = torch.zeros(0)
-        self._context = np.zeros(self.CONTEXT, dtype=np.float32)
+        self._context = np.zeros(CONTEXT, dtype=np.float32)
         self._pending = np.zeros(0, dtype=np.float32)
 
     @property
@@ -199,13 +197,13 @@ class VadStream:
                 x = torch.from_numpy(np.concatenate([self._context, frame]))[None]
                 prob, self._state = self._network(x, self._state)
                 out[i] = float(prob.reshape(-1)[0])
-                self._context = frame[-self.CONTEXT :].copy()
+                self._context = frame[-CONTEXT:].copy()
         return out
 
 
 def new_stream(vad: SileroVAD) -> VadStream:
     """A live stream over ``vad``'s 16 kHz network."""
-    return VadStream(vad.model._model)
+    return VadStream(vad.network)
 
 
 def speech_regions(probs: np.ndarray, duration: float, opts: VadOptions = VadOptions()) -> list[Span]:
