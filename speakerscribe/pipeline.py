@@ -74,11 +74,18 @@ ProgressHook = Callable[[str, int, int], None]  # (stage name, units done, units
 @dataclass(frozen=True)
 class Heard:
     """What the speech detector found: the regions Whisper decodes, whether they are the whole audio because the
-    VAD heard speech only briefly, and its per-frame probabilities (None without a VAD, or when ``whole``)."""
+    VAD heard speech only briefly, its per-frame probabilities (None without a VAD, or when ``whole``) and the speech
+    regions it heard (``speech``: the regions Whisper decodes, except with ``vad_filter`` off, where Whisper decodes
+    the whole audio and the VAD only says which of it must end up covered by words)."""
 
     regions: list[Span]
     whole: bool
     probabilities: np.ndarray | None
+    speech: list[Span] | None = None
+
+    @property
+    def speech_regions(self) -> list[Span]:
+        return self.regions if self.speech is None else self.speech
 
 
 @dataclass(frozen=True)
@@ -169,11 +176,17 @@ class Transcriber:
         """The audio Whisper hears: the speech regions, or the whole audio when the VAD heard speech only in moments
         too brief to make a region (:func:`speakerscribe.audio.vad.heard_only_briefly`; then Whisper's own no-speech and
         log-probability tests decide, as without the VAD). Silence and steady noise never reach the threshold and
-        still give nothing."""
-        if self.models.vad is None or not options.vad_filter:
-            return Heard([Span(0.0, waveform.duration)] if waveform.duration > 0 else [], False, None)
+        still give nothing. With ``vad_filter`` off Whisper hears the whole audio, and the VAD (when the deployment
+        has one) still runs: speech it heard that Whisper's windows skipped is decoded again (the tails and the
+        follow-ups), as with the filter on; without it a window that stops early lost its last words (festival
+        long-form set, tiny.en: 43 words against none)."""
+        whole = [Span(0.0, waveform.duration)] if waveform.duration > 0 else []
+        if self.models.vad is None:
+            return Heard(whole, False, None)
         probs = self.models.vad.probabilities(waveform.samples)
         regions = speech_regions(probs, waveform.duration, self.vad_options)
+        if not options.vad_filter:  # Whisper hears everything; what the VAD heard must still come back as words
+            return Heard(whole, False, probs, regions)
         if heard_only_briefly(probs, regions, self.vad_options):
             return Heard([Span(0.0, waveform.duration)], True, None)
         return Heard(regions, False, probs)
@@ -328,7 +341,12 @@ class Transcriber:
         for round_ in range(MAX_FOLLOW_UP_ROUNDS):
             covered = covered_spans(transcript.chunks) + declined
             windows = follow_up_windows(
-                heard.regions, covered, heard.probabilities, threshold, waveform.samples, options.windows.chunk_length_s
+                heard.speech_regions,
+                covered,
+                heard.probabilities,
+                threshold,
+                waveform.samples,
+                options.windows.chunk_length_s,
             )
             if not windows:
                 break
@@ -417,7 +435,7 @@ class Transcriber:
         """What the VAD heard, for the tails (None without its probabilities: no VAD, or the whole audio heard)."""
         if heard.probabilities is None:
             return None
-        return SpeechMap(heard.regions, heard.probabilities, self.vad_options.threshold)
+        return SpeechMap(heard.speech_regions, heard.probabilities, self.vad_options.threshold)
 
     def _diarize(
         self, waveform: Waveform, options: RequestOptions, timer: StageTimer, references: tuple[Reference, ...]

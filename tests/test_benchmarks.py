@@ -156,17 +156,22 @@ def test_peers_runs_faster_whisper_beside_ours_on_the_same_weights(real_models, 
     """faster-whisper in its own environment (made on first use), on the CTranslate2 files the set-up downloaded,
     and our own code at a baseline commit in a worker of its own: every system transcribes the festival
     conversations and the short clips, and the table has each ratio. (Left out to keep the run short: fw-batched-fp32,
-    the int8 mode's code path with another compute type, and ours+diarizer, the same handler with a diarizer.)"""
+    the int8 mode's code path with another compute type, and ours+diarizer, the same handler with a diarizer.)
+    "ours" is the service as deployed (its default DECODER_QUANTIZATION); ours-novad sends ``vad_filter: false``."""
+    from speakerscribe.models.settings import ModelSettings
+
+    default = ModelSettings.model_fields["decoder_quantization"].default
     figures = tmp_path / "peers.json"
-    systems = ["ours", "ours-int8", "fw-sequential", "fw-batched-int8"]
+    systems = ["ours", "ours-int8", "ours-novad", "fw-sequential", "fw-batched-int8"]
     out = run(
         "benchmarks/peers.py",
         *("--lines", "20", "--sets", "festival", "short", "--repeats", "1", "--json", str(figures)),
         *("--systems", *systems, "--baseline", "HEAD"),
         timeout=1500,
     )
-    everyone = [*systems, "ours@HEAD", "ours-int8@HEAD"]
-    assert "ours: TORCH_DTYPE=auto, DECODER_QUANTIZATION=none" in out
+    everyone = [*systems, "ours@HEAD", "ours-int8@HEAD", "ours-novad@HEAD"]
+    assert f"ours: TORCH_DTYPE=auto, DECODER_QUANTIZATION={default}" in out
+    assert f"ours-novad: TORCH_DTYPE=auto, DECODER_QUANTIZATION={default}" in out
     assert "ours-int8: TORCH_DTYPE=auto, DECODER_QUANTIZATION=int8" in out
     for system in everyone:
         for set_name in ("festival", "short"):

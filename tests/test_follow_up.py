@@ -119,11 +119,11 @@ def longform(speech_dir):
     return festival_longform(speech_dir, 100)
 
 
-def deletions(handler, longform) -> tuple[int, float, dict]:
+def deletions(handler, longform, **parameters) -> tuple[int, float, dict]:
     from speakerscribe_dev.evaluation import normalise
 
     lf, _ = longform
-    response = handler({"inputs": lf.wav.read_bytes()})
+    response = handler({"inputs": lf.wav.read_bytes(), "parameters": parameters})
     out = jiwer.process_words(normalise(lf.reference), normalise(response["text"]))
     return out.deletions, out.wer, response
 
@@ -165,6 +165,57 @@ def test_long_form_loses_no_turn_between_windows(real_models, longform, monkeypa
         words = normalise(turn.text).split()
         if len(words) >= 4:
             assert " ".join(words[-2:]) in text or " ".join(words[:2]) in text, turn
+
+
+@pytest.mark.slow
+def test_without_the_vad_filter_no_turn_is_lost_either(real_models, longform, monkeypatch):
+    """``vad_filter: false``: Whisper hears the whole audio in 30 s windows, and the VAD still says where speech was,
+    so what a window's transcript stopped before is decoded again as with the filter on. Before, nothing looked
+    again: tiny.en lost 43 words of this set that way (0 with the filter); now 7 (two "huh"s, "if you need me" after
+    a tail, "the call" heard as "them"). The old behaviour (the VAD's verdict dropped) is measured beside it."""
+    from conftest import make_handler
+
+    handler = make_handler(ASR_MODEL=str(real_models / "whisper-tiny.en"), DIARIZATION_MODEL=None)
+    lost, wer, response = deletions(handler, longform, vad_filter=False)
+    assert response["chunks"][0]["timestamp"][0] < 1.0  # the whole audio, not the speech regions, was decoded
+    hear = pipeline.Transcriber.hear
+
+    def unheard(self, waveform, options):  # the VAD's verdict dropped, as before this change
+        heard = hear(self, waveform, options)
+        return pipeline.Heard(heard.regions, heard.whole, None)
+
+    monkeypatch.setattr(pipeline.Transcriber, "hear", unheard)
+    lost_before, wer_before, _ = deletions(handler, longform, vad_filter=False)
+    assert lost <= 10 and lost_before >= 3 * max(lost, 1), (lost, lost_before)
+    assert wer < wer_before, (wer, wer_before)
+
+
+def test_the_vad_runs_without_the_filter_and_says_what_must_be_covered(real_models, longform):
+    """With ``vad_filter`` off Whisper is given the whole audio, but the VAD's probabilities and speech regions are
+    kept for the follow-ups and tails; without a VAD there is nothing to keep."""
+    import soundfile as sf
+    from conftest import make_handler
+
+    from speakerscribe.options import SpeechOptions
+    from speakerscribe.records import Waveform
+
+    lf, _ = longform
+    samples, rate = sf.read(str(lf.wav), dtype="float32", frames=20 * SAMPLE_RATE)
+    assert rate == SAMPLE_RATE
+    padded = Waveform(np.concatenate([np.zeros(2 * rate, np.float32), samples, np.zeros(2 * rate, np.float32)]))
+    handler = make_handler(ASR_MODEL=str(real_models / "whisper-tiny.en"), DIARIZATION_MODEL=None)
+    transcriber = handler.transcriber
+    filtered = transcriber.hear(padded, SpeechOptions())
+    unfiltered = transcriber.hear(padded, SpeechOptions(vad_filter=False))
+    assert unfiltered.regions == [Span(0.0, padded.duration)] and not unfiltered.whole
+    assert unfiltered.speech_regions == filtered.regions and filtered.speech_regions == filtered.regions
+    assert filtered.regions[0].start >= 1.5  # the leading silence is not speech
+    np.testing.assert_array_equal(unfiltered.probabilities, filtered.probabilities)
+    speech = transcriber._speech_map(unfiltered)
+    assert speech is not None and speech.regions == filtered.regions
+    no_vad = make_handler(ASR_MODEL=str(real_models / "whisper-tiny.en"), DIARIZATION_MODEL=None, VAD="none")
+    bare = no_vad.transcriber.hear(padded, SpeechOptions(vad_filter=False))
+    assert bare.probabilities is None and bare.speech_regions == [Span(0.0, padded.duration)]
 
 
 @pytest.mark.slow
