@@ -85,6 +85,7 @@ class Heard:
 
     @property
     def speech_regions(self) -> list[Span]:
+        """What must come back covered by words (the follow-ups' and tails' regions)."""
         return self.regions if self.speech is None else self.speech
 
 
@@ -188,7 +189,7 @@ class Transcriber:
         if not options.vad_filter:  # Whisper hears everything; what the VAD heard must still come back as words
             return Heard(whole, False, probs, regions)
         if heard_only_briefly(probs, regions, self.vad_options):
-            return Heard([Span(0.0, waveform.duration)], True, None)
+            return Heard(whole, True, None)
         return Heard(regions, False, probs)
 
     def speech_for_whisper(self, waveform: Waveform, options: SpeechOptions) -> tuple[list[Span], bool]:
