@@ -191,6 +191,24 @@ def test_peers_runs_faster_whisper_beside_ours_on_the_same_weights(real_models, 
             assert re.search(rf"\| {clip} \([\d.]+ s\) \| {re.escape(system)} \| \d+\.\d\d \|", out), (clip, system)
 
 
+def test_cluster_methods_scores_each_clustering_against_the_people_it_should_find(real_models):
+    """One conversation per cell, no AMI: every method's matched share is a share, the oracle (each embedding at
+    its person's true centre) places most embeddings with their person (real voices, real CAM++ embeddings), and
+    whether the service's own count is exact is reported for the file (0 or 1)."""
+    out = run("benchmarks/cluster_methods.py", "--take", "1", "--ami-splits")
+    header = next(line for line in out.splitlines() if line.startswith("| set |"))
+    names = [c.strip() for c in header.strip("|").split("|")][2:]
+    assert {"service", "exact", "service+count", "centroid", "kmeans", "spectral", "oracle"} <= set(names), header
+    rows = [line for line in out.splitlines() if re.match(r"\| (meeting|telephone)-\dp \|", line)]
+    assert len(rows) == 6, out
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1] == "1", row
+        scores = dict(zip(names, map(float, cells[2:])))
+        assert all(0.0 <= v <= 1.0 for v in scores.values()), row
+        assert scores["oracle"] >= 0.6 and scores["exact"] in (0.0, 1.0), row
+
+
 def test_sweep_constraints_scores_pyannotes_clustering_beside_the_constrained_one(real_models):
     out = run(
         "benchmarks/sweep_constraints.py",

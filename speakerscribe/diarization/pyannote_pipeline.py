@@ -126,25 +126,28 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
     wideband_min_links = 3
     wideband_split_distance = 1.1
 
+    def channel_options(self) -> ConstraintOptions:
+        """The constraints for this call's channel (``narrowband`` or wideband), at the pipeline's threshold."""
+        options = replace(self.constraint_options, threshold=float(self.threshold))
+        if self.narrowband:
+            return replace(options, merged_share=self.narrowband_merged_share, small_share=self.narrowband_small_share)
+        if self.wideband_merged_share > 0:
+            return replace(
+                options,
+                merged_share=self.wideband_merged_share,
+                small_share=self.wideband_small_share,
+                min_links=self.wideband_min_links,
+                split_distance=self.wideband_split_distance,
+            )
+        return options
+
     def __call__(self, embeddings, segmentations=None, num_clusters=None, min_clusters=None, max_clusters=None, **kw):
         with ignoring_warning(RuntimeWarning, "Mean of empty slice"), np.errstate(invalid="ignore"):
             chosen, chunk_idx, speaker_idx = self.filter_embeddings(embeddings, segmentations=segmentations)
             num, lo, hi = self.set_num_clusters(len(chosen), num_clusters, min_clusters, max_clusters)
             if len(chosen) < 2 or hi < 2:
                 return BaseClustering.__call__(self, embeddings, segmentations, None, 1, 1)
-            options = replace(self.constraint_options, threshold=float(self.threshold))
-            if self.narrowband:
-                options = replace(
-                    options, merged_share=self.narrowband_merged_share, small_share=self.narrowband_small_share
-                )
-            elif self.wideband_merged_share > 0:
-                options = replace(
-                    options,
-                    merged_share=self.wideband_merged_share,
-                    small_share=self.wideband_small_share,
-                    min_links=self.wideband_min_links,
-                    split_distance=self.wideband_split_distance,
-                )
+            options = self.channel_options()
             # pyannote passes min 1 and max inf when no count was asked
             counted = (
                 num_clusters is not None
