@@ -15,8 +15,9 @@ Methods: ``service`` (the constrained clustering as the service runs it, without
 ``service+count`` (the same, told the true count), both also refined (``+refine``: embeddings moved to their
 nearest cluster centre until none moves, the clusters' number kept), and, told the true count, scipy's centroid
 linkage (pyannote's method), average linkage on cosine distance, Ward linkage, k-means and spectral clustering on
-clipped cosine affinities. ``oracle`` assigns each embedding to the nearest of the true people's centroids (what
-the embeddings allow at best). ``exact``: the share of files whose ``service`` count is the true one.
+clipped cosine affinities. ``oracle`` assigns each embedding to the nearest of the true people's centroids: how far
+apart the people sit, not a bound (where one person holds most of the speech a clustering can place more).
+``exact``: the share of files whose ``service`` count is the true one.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ def matched_share(labels: np.ndarray, people: np.ndarray) -> float:
     return float(table[rows, cols].sum() / len(people))
 
 
+def nearest_centre(unit: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Each vector's nearest centre (mean of a label's vectors, by dot product) among ``labels``' 0..max."""
+    centres = np.stack([unit[labels == k].mean(0) for k in range(int(labels.max()) + 1)])
+    return np.argmax(unit @ centres.T, axis=1)
+
+
 def methods(options, n_people: int) -> dict:
     """name -> function(unit vectors, window of each, people) -> labels."""
     from scipy.cluster.hierarchy import fcluster, linkage
@@ -86,8 +93,7 @@ def methods(options, n_people: int) -> dict:
         def run(u, c, p):
             labels = np.unique(base(u, c, p), return_inverse=True)[1]
             for _ in range(20):
-                centres = np.stack([u[labels == k].mean(0) for k in range(int(labels.max()) + 1)])
-                moved = np.argmax(u @ centres.T, axis=1)
+                moved = nearest_centre(u, labels)
                 if (moved == labels).all():
                     break
                 labels = np.unique(moved, return_inverse=True)[1]
@@ -96,8 +102,7 @@ def methods(options, n_people: int) -> dict:
         return run
 
     def oracle(u, c, p):
-        centres = np.stack([u[p == k].mean(0) for k in range(int(p.max()) + 1)])
-        return np.argmax(u @ centres.T, axis=1)
+        return nearest_centre(u, p)
 
     return {
         "service": service(False),
