@@ -34,7 +34,9 @@ def candidates(args) -> list[dict]:
     a (small_share), an (small_share on narrowband audio), mw / aw / lw / sw (merged_share / small_share /
     min_links / split_distance on wideband audio), fs (the diarizer's fold_share: speakers under that share of the
     speech folded without a count; the service's value when absent), ac (its alike_cosine on wideband audio, 0: off;
-    the service's value when absent), second (on/off)."""
+    the service's value when absent), km (1: k-means where an exact count is given and the agglomeration reaches it
+    only by counting a stray cluster; 0, the service's, when absent), kms (k-means where, on a telephone line, the
+    agglomeration falls short of an exact count; 1, the service's, when absent), second (on/off)."""
     if args.only:
         rows = []
         for text in args.only:
@@ -142,7 +144,9 @@ def main() -> int:
                 split_floor=cand["f"],
                 near_share=cand.get("g", 0.0),
                 small_share=cand.get("a", 0.0),
+                count_kmeans=bool(cand.get("km", 0)),
             )
+            pipeline.clustering.narrowband_count_kmeans_short = bool(cand.get("kms", 1))
             pipeline.clustering.narrowband_merged_share = cand.get("m", 0.0)
             pipeline.clustering.narrowband_small_share = cand.get("an", 0.0)
             pipeline.clustering.wideband_merged_share = cand.get("mw", 0.0)

@@ -107,15 +107,25 @@ FOLD_RULES = {
 }
 
 
-def _with_and_without_rules(real_models, chosen: dict, narrowband: bool, switch, folding: bool = True) -> dict:
+# calibration calls where k-means decides a given count on a telephone line (benchmarks/sweep_constraints.py
+# --group calibration --per-file --only $B,kms=0 $B, B as above): DER with the true count without it, with it
+# (two people found of four, of three, before)
+COUNT_RULES = {"cal-4p-04.telephone": (0.482, 0.300), "cal-3p-01.telephone": (0.318, 0.216)}
+
+
+def _with_and_without_rules(
+    real_models, chosen: dict, narrowband: bool, switch, folding: bool = True, count: bool = False
+) -> dict:
     """(DER, speakers found) of each chosen calibration conversation with the rules (``switch(diarizer, True)``) and
     without them, through the diarizer as the service builds it; the channel must be detected. ``folding=False``
-    turns the diarizer's stray and alike folding off in both runs (the clustering rules were calibrated before it)."""
+    turns the diarizer's stray and alike folding off in both runs (the clustering rules were calibrated before it);
+    ``count=True`` asks for the true number of people."""
     from conftest import REPO
     from pyannote.audio import Pipeline
 
     from speakerscribe.audio.decode import decode_audio
     from speakerscribe.diarization.diarizer import SpeakerDiarizer
+    from speakerscribe.options import SpeakerCounts
     from speakerscribe.runtime import Placement, configure_pyannote_environment
     from speakerscribe_dev import real_voices
     from speakerscribe_dev.evaluation import der_turns
@@ -139,7 +149,8 @@ def _with_and_without_rules(real_models, chosen: dict, narrowband: bool, switch,
         scores = {}
         for rules in (True, False):
             switch(diarizer, rules)
-            turns = diarizer(waveform).turns
+            counts = SpeakerCounts(num=len(conversation.people)) if count else SpeakerCounts()
+            turns = diarizer(waveform, counts).turns
             assert clustering.narrowband == narrowband, uri  # the diarizer heard the channel
             hyp = [(t.start, t.end, t.speaker) for t in turns]
             scores[rules] = (der_turns(ref, hyp, conversation.uem)["diarization error rate"], len({t[2] for t in hyp}))
@@ -208,3 +219,22 @@ def test_stray_and_alike_speakers_fold_into_the_person_they_are(real_models):
         diarizer.alike_cosine = shipped.alike_cosine if on else None
 
     _assert_the_rules_decide(_with_and_without_rules(real_models, FOLD_RULES, False, switch), FOLD_RULES)
+
+
+def test_a_count_on_a_telephone_line_is_met_by_kmeans_where_the_floor_leaves_it_short(real_models):
+    """Told the true count, where the agglomeration stops short of it on a telephone line (different people sit
+    closer than the split floor, so no merge may be undone), k-means told the count finds every person: on these
+    calibration calls the count is met and DER drops."""
+    from speakerscribe.diarization.pyannote_pipeline import ConstrainedAgglomerativeClustering as Shipped
+
+    assert Shipped.narrowband_count_kmeans_short
+
+    def switch(diarizer, rules):
+        clustering = diarizer.pipeline.clustering
+        if rules is None:
+            del clustering.narrowband_count_kmeans_short
+            return
+        clustering.narrowband_count_kmeans_short = rules
+
+    results = _with_and_without_rules(real_models, COUNT_RULES, True, switch, count=True)
+    _assert_the_rules_decide(results, COUNT_RULES)

@@ -109,6 +109,9 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
     once apart, pyannote's own clustering runs."""
 
     constraint_options = ConstraintOptions()
+    # told an exact count, on a telephone line k-means replaces an answer the split floor leaves short of it
+    # (constrained_clustering's docstring; README, "A count on a telephone line")
+    narrowband_count_kmeans_short = True
     # the call's audio came through a telephone channel (set by the diarizer for each call,
     # speakerscribe.audio.bandwidth): there every voice is pulled towards the others, and the constraints also apply
     # when plain linkage would put this share of the voices heard at once into one cluster, and clusters under the
@@ -130,7 +133,12 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
         """The constraints for this call's channel (``narrowband`` or wideband), at the pipeline's threshold."""
         options = replace(self.constraint_options, threshold=float(self.threshold))
         if self.narrowband:
-            return replace(options, merged_share=self.narrowband_merged_share, small_share=self.narrowband_small_share)
+            return replace(
+                options,
+                merged_share=self.narrowband_merged_share,
+                small_share=self.narrowband_small_share,
+                count_kmeans_short=self.narrowband_count_kmeans_short,
+            )
         if self.wideband_merged_share > 0:
             return replace(
                 options,
