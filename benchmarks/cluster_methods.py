@@ -14,8 +14,9 @@ clusterings differ in, and nothing else moves.
 Methods: ``service`` (the constrained clustering as the service runs it, without a count: its count is its own),
 ``service+count`` (the same, told the true count), both also refined (``+refine``: embeddings moved to their
 nearest cluster centre until none moves, the clusters' number kept), and, told the true count, scipy's centroid
-linkage (pyannote's method), average linkage on cosine distance, Ward linkage, k-means and spectral clustering on
-clipped cosine affinities. ``oracle`` assigns each embedding to the nearest of the true people's centroids: how far
+linkage (pyannote's method), average linkage on cosine distance, Ward linkage, k-means (the service's,
+``speakerscribe/diarization/kmeans.py``, and scikit-learn's, one seed) and spectral clustering on clipped cosine
+affinities. ``oracle`` assigns each embedding to the nearest of the true people's centroids: how far
 apart the people sit, not a bound (where one person holds most of the speech a clustering can place more).
 ``exact``: the share of files whose ``service`` count is the true one.
 """
@@ -74,6 +75,7 @@ def methods(options, n_people: int) -> dict:
     from sklearn.cluster import KMeans, SpectralClustering
 
     from speakerscribe.diarization.constrained_clustering import constrained_clusters
+    from speakerscribe.diarization.kmeans import kmeans
 
     def cut(method: str, metric: str = "euclidean"):
         return lambda u, c, p: fcluster(linkage(u, method=method, metric=metric), n_people, "maxclust") - 1
@@ -112,7 +114,8 @@ def methods(options, n_people: int) -> dict:
         "centroid": cut("centroid"),
         "average-cos": cut("average", "cosine"),
         "ward": cut("ward"),
-        "kmeans": lambda u, c, p: KMeans(n_people, n_init=10, random_state=0).fit_predict(u),
+        "kmeans": lambda u, c, p: kmeans(u, n_people),
+        "kmeans-sklearn": lambda u, c, p: KMeans(n_people, n_init=10, random_state=0).fit_predict(u),
         "spectral": lambda u, c, p: SpectralClustering(n_people, affinity="precomputed", random_state=0).fit_predict(
             np.clip(u @ u.T, 0.0, None)
         ),
