@@ -203,6 +203,13 @@ def test_tiny_and_degenerate_inputs():
     nan_rows = np.vstack([np.zeros((1, 8)), np.ones((1, 8))])  # a zero vector cannot be normalised
     assert len(constrained_clusters(nan_rows, np.array([0, 1]), ConstraintOptions(near_share=0.0))) == 2
     assert constrained_clusters(nan_rows, np.array([0, 1])) is None  # no pair heard at once: plain linkage
+    # k-means for a count: never more groups than embeddings, zero and NaN rows give labels, not errors
+    kmeans_on = ConstraintOptions(near_share=0.0, count_kmeans_short=True, count_kmeans=True)
+    few = np.random.default_rng(0).normal(size=(5, 16))
+    assert sorted(constrained_clusters(few, np.arange(5), kmeans_on, num=64).tolist()) == [0, 1, 2, 3, 4]
+    zeros = np.vstack([np.zeros((3, 16)), few[:3]])
+    assert len(np.unique(constrained_clusters(zeros, np.zeros(6, dtype=int), kmeans_on, num=4))) == 4
+    assert constrained_clusters(np.full((4, 16), np.nan), np.arange(4), kmeans_on, num=3).shape == (4,)
 
 
 @pytest.fixture(scope="module")
