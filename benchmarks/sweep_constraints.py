@@ -36,7 +36,8 @@ def candidates(args) -> list[dict]:
     speech folded without a count; the service's value when absent), ac (its alike_cosine on wideband audio, 0: off;
     the service's value when absent), km (1: k-means where an exact count is given and the agglomeration reaches it
     only by counting a stray cluster; 0, the service's, when absent), kms (k-means where, on a telephone line, the
-    agglomeration falls short of an exact count; 1, the service's, when absent), second (on/off)."""
+    agglomeration falls short of an exact count; 1, the service's, when absent), rt / rs (the second pass's
+    threshold / min_share on telephone audio; the service's when absent), second (on/off)."""
     if args.only:
         rows = []
         for text in args.only:
@@ -116,6 +117,7 @@ def main() -> int:
     diarizer = SpeakerDiarizer(pipeline, Placement("cpu", "float32", "sdpa"), shared_frames=True)
     base_threshold = float(pipeline.clustering.threshold)
     fold_share, alike_cosine = diarizer.fold_share, diarizer.alike_cosine
+    narrowband_second = diarizer.narrowband_recluster_options
     waves = {uri: Waveform(file["waveform"][0].numpy()) for _, uri, file, *_ in items}  # one array per file
     start = time.perf_counter()
     for _, uri, *_ in items:
@@ -153,6 +155,11 @@ def main() -> int:
             pipeline.clustering.wideband_small_share = cand.get("aw", 0.0)
             pipeline.clustering.wideband_min_links = int(cand.get("lw", cand["l"]))
             pipeline.clustering.wideband_split_distance = cand.get("sw", cand["s"])
+        diarizer.narrowband_recluster_options = replace(
+            narrowband_second,
+            threshold=cand.get("rt", narrowband_second.threshold),
+            min_share=cand.get("rs", narrowband_second.min_share),
+        )
         diarizer.fold_share = cand.get("fs", fold_share)
         diarizer.alike_cosine = cand.get("ac", alike_cosine) or None
         second = cand["second"]

@@ -54,6 +54,10 @@ class SpeakerDiarizer:
         # the second clustering pass over short pieces needs the shared frames (speakerscribe.diarization.recluster)
         self.recluster = recluster and shared_frames
         self.recluster_options = ReclusterOptions()
+        # on a telephone line (speakerscribe.audio.bandwidth) different people's pieces sit closer together: at the
+        # wideband threshold the second pass never split a speaker there. Chosen on the calibration calls (0.5-0.8;
+        # README, "The second pass on a telephone line")
+        self.narrowband_recluster_options = ReclusterOptions(threshold=0.7)
         # known speakers are named piece by piece, in pieces this long, after the speaker-level match
         # (speakerscribe.speakers.names); None: speaker by speaker only
         self.name_piece_s: float | None = PIECE_S
@@ -172,7 +176,7 @@ class SpeakerDiarizer:
                 # count may only change a result that breaks it, and only to come closer to it (asked for more
                 # people than the voices heard, the clustering does not cut one voice in two) (issue 26)
                 first = SpeakerCounts() if self.count_after_evidence else speakers
-                result, frames = self._diarize(audio, waveform.duration, first, hook)
+                result, frames = self._diarize(audio, waveform.duration, first, hook, narrowband)
                 # stray pieces of one person are not a speaker (never below min_speakers); a count then judges the
                 # result so tidied, as it would the answer without one
                 result = self._fold_strays(result, frames, speakers.min or 1, narrowband)
@@ -181,7 +185,7 @@ class SpeakerDiarizer:
                     if absorbed is not None:  # too many, and the extra ones are small: folded in, nothing else moves
                         result = absorbed
                     else:
-                        counted, counted_frames = self._diarize(audio, waveform.duration, speakers, hook)
+                        counted, counted_frames = self._diarize(audio, waveform.duration, speakers, hook, narrowband)
                         if speakers.miss(_count(counted)) < speakers.miss(_count(result)):
                             result, frames = counted, counted_frames
             finally:  # the file's CAM++ frames are large: never kept on the pipeline past the call
@@ -192,7 +196,9 @@ class SpeakerDiarizer:
                     result = self._name(result, waveform, frames, references, threshold)
         return result
 
-    def _diarize(self, audio: dict, end: float, speakers: SpeakerCounts, hook: dict) -> tuple[Diarization, object]:
+    def _diarize(
+        self, audio: dict, end: float, speakers: SpeakerCounts, hook: dict, narrowband: bool = False
+    ) -> tuple[Diarization, object]:
         """One run of the pipeline and the second pass: (result, the CAM++ frames or None)."""
         output = self.pipeline(
             audio, num_speakers=speakers.num, min_speakers=speakers.min, max_speakers=speakers.max, **hook
@@ -205,7 +211,7 @@ class SpeakerDiarizer:
             exclusive=annotation_turns(exclusive, end) if exclusive is not None else (),
         )
         if self.recluster and frames is not None and speakers.num is None and result.exclusive:
-            result = self._recluster(result, frames, speakers.min, speakers.max)
+            result = self._recluster(result, frames, speakers.min, speakers.max, narrowband)
         return result, frames
 
     def _absorb(self, result: Diarization, frames, most: int | None) -> Diarization | None:
@@ -335,7 +341,9 @@ class SpeakerDiarizer:
         both = self.embed_clips(clips + pieces)
         return both[: len(clips)], both[len(clips) :]
 
-    def _recluster(self, result: Diarization, frames, lo: int | None, hi: int | None) -> Diarization:
+    def _recluster(
+        self, result: Diarization, frames, lo: int | None, hi: int | None, narrowband: bool = False
+    ) -> Diarization:
         """The second clustering pass; pyannote's labels stay when it breaks a requested speaker range."""
         exclusive, turns = recluster(
             result.exclusive,
@@ -343,7 +351,7 @@ class SpeakerDiarizer:
             frames,
             self.frame_pool,
             FRAME_HOP / SAMPLE_RATE,
-            self.recluster_options,
+            self.narrowband_recluster_options if narrowband else self.recluster_options,
         )
         count = len({t.speaker for t in exclusive})
         if (lo is not None and count < lo) or (hi is not None and count > hi):
