@@ -5,10 +5,9 @@ Used where a speaker count is given and the agglomeration stops short of it on a
 0.88-0.94 of four-person calls' embeddings with their person against the agglomeration's 0.75-0.85
 (``benchmarks/cluster_methods.py``).
 
-Lloyd's k-means on the unit vectors (squared Euclidean distance to each group's mean, the mean not renormalised:
-on a telephone call the spherical variant, which renormalises, preferred a partition that cuts one person, 0.65 of
-the embeddings placed against 0.95). Pure numpy and deterministic: a fixed seed, k-means++ starts, the best of
-``restarts`` by the within-group sum of squares; bounded: ``restarts`` x ``iterations`` passes of one (n, k) product.
+Lloyd's k-means on the unit vectors (squared Euclidean distance to each group's mean, as scikit-learn's ``KMeans``
+on the same vectors). Pure numpy and deterministic: a fixed seed, k-means++ starts, the best of ``restarts`` by the
+within-group sum of squares; bounded: ``restarts`` x ``iterations`` passes of one (n, k) product.
 """
 
 from __future__ import annotations
@@ -53,9 +52,11 @@ def kmeans(unit: np.ndarray, k: int, restarts: int = 10, iterations: int = 100, 
         labels = np.argmin(_squared(unit, centres), axis=1)
         for _ in range(iterations):
             counts = np.bincount(labels, minlength=k)
-            for empty in np.flatnonzero(counts == 0):  # reseed an empty group with the worst-placed vector
-                cost = _squared(unit, centres)[np.arange(n), labels]
-                cost[counts[labels] <= 1] = -np.inf  # never empty another group doing it
+            empties = np.flatnonzero(counts == 0)
+            placed = _squared(unit, centres)[np.arange(n), labels] if len(empties) else None
+            for empty in empties:  # reseed an empty group with the worst-placed vector
+                cost = placed.copy()
+                cost[counts[labels] <= 1] = -np.inf  # never empty another group doing it (nor a reseeded vector)
                 worst = int(np.argmax(cost))
                 counts[labels[worst]] -= 1
                 labels[worst] = empty
