@@ -37,7 +37,9 @@ def candidates(args) -> list[dict]:
     the service's value when absent), km (1: k-means where an exact count is given and the agglomeration reaches it
     only by counting a stray cluster; 0, the service's, when absent), kms (k-means where, on a telephone line, the
     agglomeration falls short of an exact count; 1, the service's, when absent), rt / rs (the second pass's
-    threshold / min_share on telephone audio; the service's when absent), second (on/off)."""
+    threshold / min_share on telephone audio; the service's when absent), ap (the diarizer's apart_share: speakers
+    under it never heard in a window with their nearest voice folded; 0: off; the service's when absent), second
+    (on/off)."""
     if args.only:
         rows = []
         for text in args.only:
@@ -116,7 +118,7 @@ def main() -> int:
     pipeline = cached(Pipeline.from_pretrained(args.models / "diarization"), True)
     diarizer = SpeakerDiarizer(pipeline, Placement("cpu", "float32", "sdpa"), shared_frames=True)
     base_threshold = float(pipeline.clustering.threshold)
-    fold_share, alike_cosine = diarizer.fold_share, diarizer.alike_cosine
+    fold_share, alike_cosine, apart_share = diarizer.fold_share, diarizer.alike_cosine, diarizer.apart_share
     narrowband_second = diarizer.narrowband_recluster_options
     waves = {uri: Waveform(file["waveform"][0].numpy()) for _, uri, file, *_ in items}  # one array per file
     start = time.perf_counter()
@@ -162,6 +164,7 @@ def main() -> int:
         )
         diarizer.fold_share = cand.get("fs", fold_share)
         diarizer.alike_cosine = cand.get("ac", alike_cosine) or None
+        diarizer.apart_share = cand.get("ap", apart_share)
         second = cand["second"]
         scores: dict = {}
         worse = []

@@ -108,6 +108,11 @@ FOLD_RULES = {
     "cal-3p-00.meeting": (0.158, 0.077),
 }
 
+# calibration meetings where, with the share and alike rules off, the window evidence alone decides
+# (benchmarks/sweep_constraints.py --group calibration --qualities meeting --no-ami --no-festival --per-file --only
+# $B,fs=0,ac=0,ap=0 $B,fs=0,ac=0): a stray 2.9 s speaker and a stray 5.7 s speaker, each never in a segmentation
+# window with the person they are, each heard beside everyone else
+APART_RULES = {"cal-2p-26.meeting": (0.145, 0.065), "cal-3p-00.meeting": (0.158, 0.077)}
 
 # calibration calls where the second pass's telephone threshold decides (benchmarks/sweep_constraints.py --group
 # calibration --qualities telephone --no-ami --no-festival --per-file --only $B,rt=0.8 $B): DER without a count at
@@ -124,8 +129,8 @@ def _with_and_without_rules(
 ) -> dict:
     """(DER, speakers found) of each chosen calibration conversation with the rules (``switch(diarizer, True)``) and
     without them, through the diarizer as the service builds it; the channel must be detected. ``folding=False``
-    turns the diarizer's stray and alike folding off in both runs (the clustering rules were calibrated before it);
-    ``count=True`` asks for the true number of people."""
+    turns the diarizer's stray, alike and apart folding off in both runs (the clustering rules were calibrated
+    before it); ``count=True`` asks for the true number of people."""
     from conftest import REPO
     from pyannote.audio import Pipeline
 
@@ -146,7 +151,7 @@ def _with_and_without_rules(
     )
     memoise_features(diarizer.pipeline)  # the second run below reuses segmentation and embeddings
     if not folding:
-        diarizer.fold_share, diarizer.alike_cosine = 0.0, None
+        diarizer.fold_share, diarizer.alike_cosine, diarizer.apart_share = 0.0, None, 0.0
     clustering = diarizer.pipeline.clustering
     results = {}
     for uri, conversation in conversations.items():
@@ -223,8 +228,25 @@ def test_stray_and_alike_speakers_fold_into_the_person_they_are(real_models):
         on = rules is None or rules  # None: back to the shipped settings
         diarizer.fold_share = shipped.fold_share if on else 0.0
         diarizer.alike_cosine = shipped.alike_cosine if on else None
+        diarizer.apart_share = shipped.apart_share if on else 0.0  # (it would fold cal-2p-26's stray on its own)
 
     _assert_the_rules_decide(_with_and_without_rules(real_models, FOLD_RULES, False, switch), FOLD_RULES)
+
+
+def test_a_piece_never_heard_beside_its_own_voice_folds_into_it(real_models):
+    """A speaker under 15% of the speech whom the segmentation model never heard in one window with the speaker
+    nearest their voice, though it heard them beside everyone else, is a piece of that speaker: on these calibration
+    meetings, with the share and alike rules off, that evidence alone finds both strays."""
+    from speakerscribe.diarization.diarizer import SpeakerDiarizer
+
+    shipped = SpeakerDiarizer(pipeline=None, placement=None)
+    assert shipped.apart_share == 0.15
+
+    def switch(diarizer, rules):
+        diarizer.apart_share = shipped.apart_share if rules is None or rules else 0.0  # None: shipped
+
+    results = _with_and_without_rules(real_models, APART_RULES, False, switch, folding=False)
+    _assert_the_rules_decide(results, APART_RULES)
 
 
 def test_a_count_on_a_telephone_line_is_met_by_kmeans_where_the_floor_leaves_it_short(real_models):

@@ -22,9 +22,10 @@ from ..speakers.voiceprints import (
     waveform_embeddings,
 )
 from ..timing import StageTimer
+from .heard_together import WindowedSegmentation, heard_together
 from .recluster import ReclusterOptions, recluster
 from .shared_frames import FRAME_HOP
-from .speaker_folding import fold_speakers
+from .speaker_folding import apart_strays, fold_speakers
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,11 @@ class SpeakerDiarizer:
         # and on wideband audio, two speakers whose whole speech is this alike (cosine) are one person
         # (speakerscribe.diarization.speaker_folding); None turns it off. README, "Stray and alike speakers folded"
         self.alike_cosine = 0.65
+        # and a speaker holding under this share of the speech who was never heard in one of the segmentation's
+        # windows with the speaker nearest in voice, though heard with others, is a piece of that speaker
+        # (speakerscribe.diarization.speaker_folding.apart_strays); 0 turns it off. README, "Pieces never heard with
+        # their own voice"
+        self.apart_share = ReclusterOptions().min_share
         self._lock = threading.Lock()
 
     @classmethod
@@ -177,9 +183,10 @@ class SpeakerDiarizer:
                 # people than the voices heard, the clustering does not cut one voice in two) (issue 26)
                 first = SpeakerCounts() if self.count_after_evidence else speakers
                 result, frames = self._diarize(audio, waveform.duration, first, hook, narrowband)
+                segmentation = self._take_segmentation()
                 # stray pieces of one person are not a speaker (never below min_speakers); a count then judges the
                 # result so tidied, as it would the answer without one
-                result = self._fold_strays(result, frames, speakers.min or 1, narrowband)
+                result = self._fold_strays(result, frames, speakers.min or 1, narrowband, segmentation)
                 if first != speakers and not speakers.allows(_count(result)):
                     absorbed = self._absorb(result, frames, speakers.num or speakers.max)
                     if absorbed is not None:  # too many, and the extra ones are small: folded in, nothing else moves
@@ -188,13 +195,30 @@ class SpeakerDiarizer:
                         counted, counted_frames = self._diarize(audio, waveform.duration, speakers, hook, narrowband)
                         if speakers.miss(_count(counted)) < speakers.miss(_count(result)):
                             result, frames = counted, counted_frames
-            finally:  # the file's CAM++ frames are large: never kept on the pipeline past the call
-                if getattr(self.pipeline, "last_frames", None) is not None:
-                    self.pipeline.last_frames = None
+            finally:  # the file's CAM++ frames and segmentation are large: never kept on the pipeline past the call
+                self._release()
             if references:
                 with (timer or StageTimer())("speaker_naming"):
                     result = self._name(result, waveform, frames, references, threshold)
         return result
+
+    def _release(self) -> None:
+        """Drop what the last call left on the pipeline: its CAM++ frames and its segmentation."""
+        if getattr(self.pipeline, "last_frames", None) is not None:
+            self.pipeline.last_frames = None
+        self._take_segmentation()
+
+    def _take_segmentation(self) -> WindowedSegmentation | None:
+        """The binarized segmentation the pipeline's clustering last saw (taken off the clustering), or None."""
+        clustering = getattr(self.pipeline, "clustering", None)
+        feature = getattr(clustering, "last_segmentations", None)
+        if feature is None:
+            return None
+        clustering.last_segmentations = None
+        try:
+            return WindowedSegmentation.of(feature)
+        except (AttributeError, TypeError, ValueError):
+            return None
 
     def _diarize(
         self, audio: dict, end: float, speakers: SpeakerCounts, hook: dict, narrowband: bool = False
@@ -228,11 +252,19 @@ class SpeakerDiarizer:
             return None
         return self._folded(result, frames, labels, seconds, fold=len(labels) - most)
 
-    def _fold_strays(self, result: Diarization, frames, least: int, narrowband: bool) -> Diarization:
+    def _fold_strays(
+        self,
+        result: Diarization,
+        frames,
+        least: int,
+        narrowband: bool,
+        segmentation: WindowedSegmentation | None = None,
+    ) -> Diarization:
         """``result`` with every speaker holding under ``fold_share`` of the exclusive speech (and under half an equal
-        share, and under ``fold_max_s`` seconds) folded into the nearest other speaker, smallest first, then, on
-        wideband audio, speakers whose whole speech is at least ``alike_cosine`` alike joined; at least ``least``
-        speakers stay (unchanged without CAM++ frames)."""
+        share, and under ``fold_max_s`` seconds), and, with the ``segmentation``, every speaker under
+        ``apart_share`` never heard in a window with the speaker nearest in voice, folded into the nearest other
+        speaker, smallest first, then, on wideband audio, speakers whose whole speech is at least ``alike_cosine``
+        alike joined; at least ``least`` speakers stay (unchanged without CAM++ frames)."""
         turns = result.exclusive or result.turns
         labels = sorted({t.speaker for t in turns})
         if frames is None or len(labels) <= max(least, 1):
@@ -243,18 +275,32 @@ class SpeakerDiarizer:
         limit = min(min(self.fold_share, 0.5 / len(labels)) * seconds.sum(), self.fold_max_s)
         small = int((seconds < limit).sum())
         alike = None if narrowband else self.alike_cosine  # telephone voices are all alike: different people reach 0.85
-        if small == 0 and alike is None:
+        heard = segmentation if self.apart_share > 0 and len(labels) > 2 else None
+        if small == 0 and alike is None and heard is None:
             return result
-        return self._folded(result, frames, labels, seconds, fold=small, alike=alike, least=least)
+        return self._folded(result, frames, labels, seconds, fold=small, alike=alike, least=least, heard=heard)
 
     def _folded(
-        self, result: Diarization, frames, labels: list[str], seconds: np.ndarray, fold: int, alike=None, least=1
+        self,
+        result: Diarization,
+        frames,
+        labels: list[str],
+        seconds: np.ndarray,
+        fold: int,
+        alike=None,
+        least=1,
+        heard: WindowedSegmentation | None = None,
     ) -> Diarization:
         """``result`` relabelled by :func:`speakerscribe.diarization.speaker_folding.fold_speakers` on the speakers'
-        CAM++ frames (their exclusive turns)."""
+        CAM++ frames (their exclusive turns); with ``heard``, the speakers it shows to be pieces of their nearest
+        voice (:func:`speakerscribe.diarization.speaker_folding.apart_strays`) are folded too."""
         turns = result.exclusive or result.turns
         emb = frame_speaker_embeddings(self.frame_pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
-        target = fold_speakers(emb, seconds, fold=fold, alike=alike, least=least)
+        marked = None
+        if heard is not None:
+            together, _ = heard_together(heard, turns, labels)
+            marked = apart_strays(emb, seconds, together, self.apart_share, self.fold_max_s)
+        target = fold_speakers(emb, seconds, fold=fold, alike=alike, least=least, marked=marked)
         if (target == np.arange(len(labels))).all():
             return result
         merged = {labels[k]: labels[int(target[k])] for k in range(len(labels))}

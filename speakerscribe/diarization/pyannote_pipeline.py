@@ -75,8 +75,12 @@ class BoundedEmbeddings:
     ones pyannote leaves out."""
 
     max_embeddings = MAX_EMBEDDINGS
+    # the binarized segmentation of the last file clustered here (which windows heard which voices); the caller
+    # takes and clears it (speakerscribe.diarization.heard_together)
+    last_segmentations = None
 
     def __call__(self, *args, **kwargs):
+        self.last_segmentations = kwargs.get("segmentations", args[1] if len(args) > 1 else None)
         # when no local speaker is active long enough to be clustered (silence, noise, a few words), pyannote puts
         # everything in one cluster and averages zero embeddings for its centroid: numpy's "Mean of empty slice"
         # and "invalid value" warnings, about a case pyannote handles, into the request's log. (The diarizer's
@@ -150,6 +154,7 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
         return options
 
     def __call__(self, embeddings, segmentations=None, num_clusters=None, min_clusters=None, max_clusters=None, **kw):
+        self.last_segmentations = segmentations
         with ignoring_warning(RuntimeWarning, "Mean of empty slice"), np.errstate(invalid="ignore"):
             chosen, chunk_idx, speaker_idx = self.filter_embeddings(embeddings, segmentations=segmentations)
             num, lo, hi = self.set_num_clusters(len(chosen), num_clusters, min_clusters, max_clusters)

@@ -20,13 +20,19 @@ import numpy as np
 
 
 def fold_speakers(
-    embeddings: np.ndarray, seconds: np.ndarray, fold: int = 0, alike: float | None = None, least: int = 1
+    embeddings: np.ndarray,
+    seconds: np.ndarray,
+    fold: int = 0,
+    alike: float | None = None,
+    least: int = 1,
+    marked: np.ndarray | None = None,
 ) -> np.ndarray:
     """Index of the speaker each speaker ends up in (itself when kept).
 
-    ``embeddings`` (n, D) and ``seconds`` (n,) describe the speakers. First the ``fold`` speakers of least speech,
-    smallest first, each join the nearest speaker still standing; then, with ``alike``, the two most alike groups
-    join while their cosine is at least ``alike``. Never fewer than ``least`` groups remain."""
+    ``embeddings`` (n, D) and ``seconds`` (n,) describe the speakers. First the ``fold`` speakers of least speech
+    and those ``marked`` (a boolean mask), smallest first, each join the nearest speaker still standing; then, with
+    ``alike``, the two most alike groups join while their cosine is at least ``alike``. Never fewer than ``least``
+    groups remain."""
     n = len(seconds)
     unit = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-9)
     sums = unit * np.asarray(seconds, dtype=np.float64)[:, None]
@@ -38,7 +44,12 @@ def fold_speakers(
         sums[into] += sums[k]
         target[target == k] = into
 
-    for k in np.argsort(seconds, kind="stable")[: max(0, min(fold, n - least))]:
+    order = np.argsort(seconds, kind="stable")
+    chosen = np.zeros(n, dtype=bool)
+    chosen[order[: max(0, fold)]] = True
+    if marked is not None:
+        chosen |= np.asarray(marked, dtype=bool)
+    for k in order[chosen[order]][: max(0, n - least)]:
         alive[k] = False  # into the nearest of the others
         centres = sums[alive] / np.maximum(np.linalg.norm(sums[alive], axis=1, keepdims=True), 1e-9)
         join(int(np.flatnonzero(alive)[int(np.argmax(centres @ unit[k]))]), int(k))
@@ -56,3 +67,31 @@ def fold_speakers(
         alive[gone] = False
         join(keep, gone)
     return target
+
+
+def apart_strays(
+    embeddings: np.ndarray, seconds: np.ndarray, together: np.ndarray, share: float, max_s: float
+) -> np.ndarray:
+    """Speakers that are pieces of the speaker nearest to them in voice, by the segmentation's evidence: holding under
+    ``share`` of the speech (and under ``max_s`` seconds), never heard in one window with that nearest speaker, and
+    heard in some window with every other speaker (``together``:
+    :func:`speakerscribe.diarization.heard_together.heard_together`). One person is one voice of a window, so a piece
+    split off a person is heard beside everyone but that person. Someone who says little is heard beside few: a
+    real person of a calibration meeting, never in a window with the speaker nearest their voice, was not heard
+    with two others either (README, "Pieces never heard with their own voice"). With two speakers the evidence
+    says nothing."""
+    n = len(seconds)
+    if n < 3:
+        return np.zeros(n, dtype=bool)
+    unit = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-9)
+    cos = unit @ unit.T
+    np.fill_diagonal(cos, -np.inf)
+    nearest = np.argmax(cos, axis=1)
+    seconds = np.asarray(seconds, dtype=np.float64)
+    small = (seconds < share * seconds.sum()) & (seconds < max_s)
+    never = together[np.arange(n), nearest] == 0
+    others = np.ones((n, n), dtype=bool)
+    np.fill_diagonal(others, False)
+    others[np.arange(n), nearest] = False
+    beside_all = ((together > 0) | ~others).all(axis=1)
+    return small & never & beside_all
