@@ -38,8 +38,8 @@ def candidates(args) -> list[dict]:
     only by counting a stray cluster; 0, the service's, when absent), kms (k-means where, on a telephone line, the
     agglomeration falls short of an exact count; 1, the service's, when absent), rt / rs (the second pass's
     threshold / min_share on telephone audio; the service's when absent), ap (the diarizer's apart_share: speakers
-    under it never heard in a window with their nearest voice folded; 0: off; the service's when absent), second
-    (on/off)."""
+    under it never heard in a window with their nearest voice folded; 0: off; the service's when absent), ca (1: a
+    count asking for more people is not met by such a piece; 0: off; the service's when absent), second (on/off)."""
     if args.only:
         rows = []
         for text in args.only:
@@ -119,6 +119,7 @@ def main() -> int:
     diarizer = SpeakerDiarizer(pipeline, Placement("cpu", "float32", "sdpa"), shared_frames=True)
     base_threshold = float(pipeline.clustering.threshold)
     fold_share, alike_cosine, apart_share = diarizer.fold_share, diarizer.alike_cosine, diarizer.apart_share
+    count_apart_check = diarizer.count_apart_check
     narrowband_second = diarizer.narrowband_recluster_options
     waves = {uri: Waveform(file["waveform"][0].numpy()) for _, uri, file, *_ in items}  # one array per file
     start = time.perf_counter()
@@ -165,6 +166,7 @@ def main() -> int:
         diarizer.fold_share = cand.get("fs", fold_share)
         diarizer.alike_cosine = cand.get("ac", alike_cosine) or None
         diarizer.apart_share = cand.get("ap", apart_share)
+        diarizer.count_apart_check = bool(cand.get("ca", count_apart_check))
         second = cand["second"]
         scores: dict = {}
         worse = []

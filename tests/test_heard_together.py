@@ -133,14 +133,21 @@ class _WindowPipeline:
 
     VOICE = {0: [1.0, 0.0, 0.0], 1: [0.0, 1.0, 0.0], 2: [0.3, 0.6, 0.74]}
 
-    def __init__(self, third: bool = False):
+    def __init__(self, third: bool = False, split_on_count: bool = False):
         self.clustering = _Clustering()
+        self.split_on_count = split_on_count  # without a count that voice is labelled as B (or as A, when a person)
         if third:
             self.spans = ((0, 10, 0), (10, 15, 2), (15, 26, 0), (26, 30, 1), (30, 31, 2), (31, 42, 1))
         else:
             self.spans = ((0, 10, 0), (10, 16, 2), (16, 26, 0), (26, 42, 1))
         self.third = third
         self.last_frames = None
+
+    def get_segmentations(self, file, hook=None):  # as pyannote's: the diarizer may run it twice on the features
+        return None
+
+    def get_embeddings(self, file, binary_segmentations, exclude_overlap=False, hook=None):
+        return None
 
     def __call__(self, audio, num_speakers=None, min_speakers=None, max_speakers=None, hook=None):
         import torch
@@ -155,12 +162,13 @@ class _WindowPipeline:
         seg = _segmentation(42.0, voices)
         self.clustering.last_segmentations = SlidingWindowFeature(seg.data, SlidingWindow(10.0, 1.0, 0.0))
         ann = Annotation()
+        merged = self.split_on_count and num_speakers is None
         for a, b, s in self.spans:
-            ann[Segment(a, b)] = f"SPEAKER_{s:02d}"
+            ann[Segment(a, b)] = f"SPEAKER_{(1 if not self.third else 0) if merged and s == 2 else s:02d}"
         return ann
 
 
-def _window_diarizer(third: bool = False):
+def _window_diarizer(third: bool = False, split_on_count: bool = False):
     from speakerscribe.diarization.diarizer import SpeakerDiarizer
 
     class MeanPool(SpeakerDiarizer):
@@ -168,7 +176,7 @@ def _window_diarizer(third: bool = False):
         def frame_pool(self):
             return lambda chunk, weights: chunk.mean(dim=-1)
 
-    diarizer = MeanPool(_WindowPipeline(third), Placement("cpu", "float32", "sdpa"), shared_frames=True)
+    diarizer = MeanPool(_WindowPipeline(third, split_on_count), Placement("cpu", "float32", "sdpa"), shared_frames=True)
     diarizer.recluster = False
     return diarizer
 
@@ -192,3 +200,20 @@ def test_the_service_folds_a_piece_never_heard_beside_its_voice_and_keeps_a_thir
     assert len({t.speaker for t in diarizer(wave).turns}) == 3
     # the segmentation heard that voice as a third local speaker, in windows beside B: a person
     assert len({t.speaker for t in _window_diarizer(third=True)(wave).turns}) == 3
+
+
+def test_a_count_asking_for_more_people_is_not_met_by_a_piece_of_one_voice():
+    from speakerscribe.options import SpeakerCounts
+
+    wave = Waveform(np.zeros(16000 * 42, dtype=np.float32))
+    # two speakers without a count; told three, the clustering cuts B's 10-16 s off as a third: a piece of B
+    diarizer = _window_diarizer(split_on_count=True)
+    assert len({t.speaker for t in diarizer(wave).turns}) == 2
+    assert len({t.speaker for t in diarizer(wave, SpeakerCounts(num=3)).turns}) == 2  # the answer without it kept
+    assert diarizer.pipeline.clustering.last_segmentations is None
+    diarizer.count_apart_check = False
+    assert len({t.speaker for t in diarizer(wave, SpeakerCounts(num=3)).turns}) == 3
+    # told three where the third is a person the first answer had merged into A: the count finds them
+    person = _window_diarizer(third=True, split_on_count=True)
+    assert len({t.speaker for t in person(wave).turns}) == 2
+    assert len({t.speaker for t in person(wave, SpeakerCounts(num=3)).turns}) == 3

@@ -80,6 +80,8 @@ class SpeakerDiarizer:
         # (speakerscribe.diarization.speaker_folding.apart_strays); 0 turns it off. README, "Pieces never heard with
         # their own voice"
         self.apart_share = ReclusterOptions().min_share
+        # a count asking for more people is not met by such a piece: the result without the count is kept
+        self.count_apart_check = True
         self._lock = threading.Lock()
 
     @classmethod
@@ -184,23 +186,47 @@ class SpeakerDiarizer:
                 first = SpeakerCounts() if self.count_after_evidence else speakers
                 result, frames = self._diarize(audio, waveform.duration, first, hook, narrowband)
                 segmentation = self._take_segmentation()
-                # stray pieces of one person are not a speaker (never below min_speakers); a count then judges the
-                # result so tidied, as it would the answer without one
-                result = self._fold_strays(result, frames, speakers.min or 1, narrowband, segmentation)
+                # stray pieces of one person are not a speaker (never below min_speakers, or a count the pipeline
+                # was given); a count then judges the result so tidied, as it would the answer without one
+                result = self._fold_strays(result, frames, speakers.min or first.num or 1, narrowband, segmentation)
                 if first != speakers and not speakers.allows(_count(result)):
-                    absorbed = self._absorb(result, frames, speakers.num or speakers.max)
-                    if absorbed is not None:  # too many, and the extra ones are small: folded in, nothing else moves
-                        result = absorbed
-                    else:
-                        counted, counted_frames = self._diarize(audio, waveform.duration, speakers, hook, narrowband)
-                        if speakers.miss(_count(counted)) < speakers.miss(_count(result)):
-                            result, frames = counted, counted_frames
+                    result, frames = self._recount(audio, waveform.duration, speakers, hook, narrowband, result, frames)
             finally:  # the file's CAM++ frames and segmentation are large: never kept on the pipeline past the call
                 self._release()
             if references:
                 with (timer or StageTimer())("speaker_naming"):
                     result = self._name(result, waveform, frames, references, threshold)
         return result
+
+    def _recount(
+        self, audio: dict, end: float, speakers: SpeakerCounts, hook: dict, narrowband: bool, result, frames
+    ) -> tuple[Diarization, object]:
+        """``result`` (and its frames) brought closer to a count it breaks: too many speakers whose extra ones are
+        small are folded in, nothing else moves (:meth:`_absorb`); otherwise clustering runs again with the count
+        and its answer is kept when it comes closer, except that a count asking for more people is never met by a
+        piece of one voice (with ``count_apart_check``: a new speaker :func:`apart_strays` marks)."""
+        absorbed = self._absorb(result, frames, speakers.num or speakers.max)
+        if absorbed is not None:
+            return absorbed, frames
+        counted, counted_frames = self._diarize(audio, end, speakers, hook, narrowband)
+        segmentation = self._take_segmentation()
+        if speakers.miss(_count(counted)) >= speakers.miss(_count(result)):
+            return result, frames
+        if self.count_apart_check and _count(counted) > _count(result) and segmentation is not None:
+            if self._pieces(counted, counted_frames, segmentation).any():
+                return result, frames
+        return counted, counted_frames
+
+    def _pieces(self, result: Diarization, frames, segmentation: WindowedSegmentation) -> np.ndarray:
+        """Which speakers of ``result`` :func:`apart_strays` marks as pieces of another (none without frames)."""
+        turns = result.exclusive or result.turns
+        labels = sorted({t.speaker for t in turns})
+        if frames is None or self.apart_share <= 0 or len(labels) < 3:
+            return np.zeros(len(labels), dtype=bool)
+        seconds = _speaker_seconds(turns, labels)
+        emb = frame_speaker_embeddings(self.frame_pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
+        together, _ = heard_together(segmentation, turns, labels)
+        return apart_strays(emb, seconds, together, self.apart_share, self.fold_max_s)
 
     def _release(self) -> None:
         """Drop what the last call left on the pipeline: its CAM++ frames and its segmentation."""
