@@ -225,6 +225,10 @@ class SpeakerDiarizer:
             return np.zeros(len(labels), dtype=bool)
         seconds = _speaker_seconds(turns, labels)
         emb = frame_speaker_embeddings(self.frame_pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
+        return self._apart(emb, seconds, turns, labels, segmentation)
+
+    def _apart(self, emb, seconds, turns, labels: list[str], segmentation: WindowedSegmentation) -> np.ndarray:
+        """:func:`apart_strays` of these speakers, on the windows ``segmentation`` heard them in."""
         together, _ = heard_together(segmentation, turns, labels)
         return apart_strays(emb, seconds, together, self.apart_share, self.fold_max_s)
 
@@ -301,7 +305,9 @@ class SpeakerDiarizer:
         limit = min(min(self.fold_share, 0.5 / len(labels)) * seconds.sum(), self.fold_max_s)
         small = int((seconds < limit).sum())
         alike = None if narrowband else self.alike_cosine  # telephone voices are all alike: different people reach 0.85
-        heard = segmentation if self.apart_share > 0 and len(labels) > 2 else None
+        # the window evidence only matters where someone is small enough for it (apart_strays asks the same)
+        apart = min(self.apart_share * seconds.sum(), self.fold_max_s)
+        heard = segmentation if self.apart_share > 0 and len(labels) > 2 and (seconds < apart).any() else None
         if small == 0 and alike is None and heard is None:
             return result
         return self._folded(result, frames, labels, seconds, fold=small, alike=alike, least=least, heard=heard)
@@ -322,10 +328,7 @@ class SpeakerDiarizer:
         voice (:func:`speakerscribe.diarization.speaker_folding.apart_strays`) are folded too."""
         turns = result.exclusive or result.turns
         emb = frame_speaker_embeddings(self.frame_pool, frames, turns, labels, FRAME_HOP / SAMPLE_RATE)
-        marked = None
-        if heard is not None:
-            together, _ = heard_together(heard, turns, labels)
-            marked = apart_strays(emb, seconds, together, self.apart_share, self.fold_max_s)
+        marked = None if heard is None else self._apart(emb, seconds, turns, labels, heard)
         target = fold_speakers(emb, seconds, fold=fold, alike=alike, least=least, marked=marked)
         if (target == np.arange(len(labels))).all():
             return result
