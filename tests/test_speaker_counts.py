@@ -132,6 +132,46 @@ def test_a_count_the_evidence_cannot_reach_keeps_the_result_without_it_unless_it
     assert {t.speaker.split("_")[0] for t in result.turns} == {kept}
 
 
+class SpeckPipeline(EvidencePipeline):
+    """The evidence holds ``found`` voices; told more, the reconstruction gives the extra cluster one frame of a
+    turn (as pyannote did on two held-out four-person conversations told four): ``speck_s`` seconds."""
+
+    def __init__(self, found: int = 2, speck_s: float = 0.02, evidence_speck: bool = False):
+        super().__init__(found)
+        self.speck_s = speck_s
+        self.evidence_speck = evidence_speck
+
+    def __call__(self, audio, num_speakers=None, min_speakers=None, max_speakers=None, hook=None):
+        from pyannote.core import Segment
+
+        ann = super().__call__(audio, None, None, None, hook)
+        counted = num_speakers is not None
+        if counted or self.evidence_speck:
+            ann = ann.rename_labels({label: label.replace("SPEAKER", "COUNTED") for label in ann.labels()})
+            ann[Segment(3.0, 3.0 + self.speck_s)] = "COUNTED_SPECK"
+        return ann
+
+
+def test_a_count_is_not_met_by_a_speaker_heard_for_a_frame():
+    from speakerscribe.diarization.diarizer import MIN_SPEAKER_S
+
+    pipeline = SpeckPipeline()
+    result = _diarizer(pipeline)(WAVE, SpeakerCounts(num=3))
+    assert len(pipeline.calls) == 2  # the count was tried on the same features
+    assert {t.speaker for t in result.turns} == {"SPEAKER_00", "SPEAKER_01"}  # the answer without it kept
+    # a speaker heard for longer than the floor is a speaker: the count is met
+    longer = _diarizer(SpeckPipeline(speck_s=MIN_SPEAKER_S + 0.05))(WAVE, SpeakerCounts(num=3))
+    assert {t.speaker for t in longer.turns} == {"COUNTED_00", "COUNTED_01", "COUNTED_SPECK"}
+
+
+def test_a_speck_is_not_a_speaker_without_a_count_either_but_a_short_file_keeps_its_one_voice():
+    result = _diarizer(SpeckPipeline(evidence_speck=True))(WAVE)
+    assert {t.speaker for t in result.turns} == {"COUNTED_00", "COUNTED_01"}
+    assert all(t.speaker != "COUNTED_SPECK" for t in result.exclusive)
+    alone = _diarizer(SpeckPipeline(found=0, evidence_speck=True))(WAVE)  # the only voice heard is short: kept
+    assert {t.speaker for t in alone.turns} == {"COUNTED_SPECK"}
+
+
 @pytest.mark.parametrize(
     ("counts", "count", "allowed"),
     [
