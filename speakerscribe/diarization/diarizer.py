@@ -443,9 +443,10 @@ class SpeakerDiarizer:
 
 def without_specks(result: Diarization) -> Diarization:
     """``result`` without the speakers heard for under ``MIN_SPEAKER_S`` in all, overlapped speech included, while
-    a speaker heard for longer remains. Told a count, pyannote gives a cluster it has no voice for a frame or two
-    of a turn (0.02 s on two held-out four-person conversations told four), and that speck met the count: the
-    result with it replaced the answer without the count, and a person with no speech was reported."""
+    a speaker heard for longer remains. pyannote's reconstruction can give a cluster a frame or two at a change of
+    speaker (0.02 s: AMI trn03 without a count, held-out held-4p-00 telephone told four). Told a count, that speck
+    met it, so the result with it replaced the answer without the count; and the RTTM output listed a speaker who
+    never spoke."""
     labels = sorted({t.speaker for t in result.turns})
     seconds = _speaker_seconds(result.turns, labels)
     if len(labels) < 2 or seconds.max() < MIN_SPEAKER_S or seconds.min() >= MIN_SPEAKER_S:
