@@ -123,6 +123,22 @@ class SpeakerCounts:
         """``count`` speakers meet the request."""
         return self.miss(count) == 0
 
+    def unmet(self, count: int) -> str | None:
+        """The response's note when ``count`` speakers were found against this request; None when they meet it."""
+        if not self.given or self.allows(count):
+            return None
+        if self.num is not None:
+            asked = f"num_speakers={self.num}"
+        else:
+            bounds = (("min_speakers", self.min), ("max_speakers", self.max))
+            asked = ", ".join(f"{name}={value}" for name, value in bounds if value is not None)
+        if count == 0:
+            return f"{asked} was asked for and no speaker was found"
+        found = f"{asked} was asked for and {count} speaker(s) were found"
+        if count < (self.num or self.min or 0):
+            return f"{found}: a count is applied only as far as the voices heard allow (one voice is not cut in two)"
+        return f"{found}: no clustering of the voices heard within the count came closer to it"
+
 
 @dataclass(frozen=True)
 class AttributionOptions:

@@ -260,6 +260,8 @@ class Transcriber:
             report("diarize", 0, 1)
             with timer("diarization_wait"):
                 diarization = self._diarization_result(future, warnings)
+            if diarization is not None and (note := options.speakers.unmet(len(diarization.speakers))):
+                warnings.append(note)
             timer.timings.update(diarization_timer.timings)
             report("diarize", 1, 1)
         if diarization is not None and self.second_look:

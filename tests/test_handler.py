@@ -188,6 +188,30 @@ def test_diarization_failure_keeps_the_transcript(random_handler, clip):
     assert any("diarization failed" in w and "segmentation exploded" in w for w in out["warnings"])
 
 
+def test_a_count_the_diarizer_does_not_meet_is_said_in_the_warnings(random_handler, clip):
+    from pyannote.core import Annotation, Segment
+
+    diarizer = random_handler.transcriber.models.diarizer
+    real = diarizer.pipeline
+
+    def two_voices(audio, num_speakers=None, min_speakers=None, max_speakers=None, hook=None):
+        ann = Annotation()
+        ann[Segment(0.0, 5.0)] = "SPEAKER_00"
+        ann[Segment(5.0, 11.0)] = "SPEAKER_01"
+        return ann
+
+    two_voices.last_frames = None  # no CAM++ frames: the diarizer's frame-based steps stand aside
+    diarizer.pipeline = two_voices
+    try:
+        asked = {n: random_handler(body(clip, vad_filter=False, num_speakers=n))["warnings"] for n in (2, 3)}
+        ranged = random_handler(body(clip, vad_filter=False, min_speakers=3, max_speakers=4))["warnings"]
+    finally:
+        diarizer.pipeline = real
+    assert not any("was asked for" in w for w in asked[2])
+    assert any("num_speakers=3 was asked for and 2 speaker(s) were found" in w for w in asked[3])
+    assert any("min_speakers=3, max_speakers=4 was asked for and 2 speaker(s)" in w for w in ranged)
+
+
 def test_word_timestamps_and_grouping(random_handler, clip):
     out = random_handler(body(clip, vad_filter=False, return_timestamps="word", group_by_speaker=True))
     assert_original_shape(out, 12.0)

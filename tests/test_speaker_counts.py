@@ -176,6 +176,23 @@ def test_a_speck_is_not_a_speaker_without_a_count_either_but_a_short_file_keeps_
 
 
 @pytest.mark.parametrize(
+    ("counts", "count", "note"),
+    [
+        (SpeakerCounts(), 3, None),
+        (SpeakerCounts(num=2), 2, None),
+        (SpeakerCounts(min=2, max=3), 3, None),
+        (SpeakerCounts(num=4), 3, "num_speakers=4 was asked for and 3 speaker(s) were found: a count is applied only"),
+        (SpeakerCounts(min=3), 2, "min_speakers=3 was asked for and 2 speaker(s) were found: a count is applied only"),
+        (SpeakerCounts(max=2), 3, "max_speakers=2 was asked for and 3 speaker(s) were found: no clustering"),
+        (SpeakerCounts(num=2), 0, "num_speakers=2 was asked for and no speaker was found"),
+    ],
+)
+def test_a_count_not_met_is_named_with_what_was_asked_and_found(counts, count, note):
+    got = counts.unmet(count)
+    assert got == note if note is None else got.startswith(note)
+
+
+@pytest.mark.parametrize(
     ("counts", "count", "allowed"),
     [
         (SpeakerCounts(), 5, True),
