@@ -99,7 +99,7 @@ class SpeakerCounts:
     max: int | None = None
 
     def __post_init__(self) -> None:
-        for name, value in (("num_speakers", self.num), ("min_speakers", self.min), ("max_speakers", self.max)):
+        for name, value in self._named():
             if value is not None and not 1 <= value <= MAX_SPEAKERS:
                 raise InputError(f"`{name}` must be between 1 and {MAX_SPEAKERS}, got {quote(value, 40)}")
         if self.num is not None and (self.min is not None or self.max is not None):
@@ -109,14 +109,23 @@ class SpeakerCounts:
         if self.min is not None and self.max is not None and self.min > self.max:
             raise InputError(f"`min_speakers` ({self.min}) must not exceed `max_speakers` ({self.max})")
 
+    def _named(self) -> tuple[tuple[str, int | None], ...]:
+        """The request's fields under their parameter names."""
+        return (("num_speakers", self.num), ("min_speakers", self.min), ("max_speakers", self.max))
+
+    def _bounds(self) -> tuple[int | None, int | None]:
+        """The fewest and most speakers asked for (None: no bound)."""
+        if self.num is not None:
+            return self.num, self.num
+        return self.min, self.max
+
     @property
     def given(self) -> bool:
         return any(v is not None for v in (self.num, self.min, self.max))
 
     def miss(self, count: int) -> int:
         """How many speakers ``count`` is away from the request (0: it meets it)."""
-        lo = self.num if self.num is not None else self.min
-        hi = self.num if self.num is not None else self.max
+        lo, hi = self._bounds()
         return max(0 if lo is None else lo - count, 0 if hi is None else count - hi, 0)
 
     def allows(self, count: int) -> bool:
@@ -127,15 +136,13 @@ class SpeakerCounts:
         """The response's note when ``count`` speakers were found against this request; None when they meet it."""
         if not self.given or self.allows(count):
             return None
-        if self.num is not None:
-            asked = f"num_speakers={self.num}"
-        else:
-            bounds = (("min_speakers", self.min), ("max_speakers", self.max))
-            asked = ", ".join(f"{name}={value}" for name, value in bounds if value is not None)
+        # num_speakers never comes with min/max (``__post_init__``): the fields sent, in order
+        asked = ", ".join(f"{name}={value}" for name, value in self._named() if value is not None)
         if count == 0:
             return f"{asked} was asked for and no speaker was found"
         found = f"{asked} was asked for and {count} speaker(s) were found"
-        if count < (self.num or self.min or 0):
+        lo, _ = self._bounds()
+        if lo is not None and count < lo:
             return f"{found}: a count is applied only as far as the voices heard allow (one voice is not cut in two)"
         return f"{found}: no clustering of the voices heard within the count came closer to it"
 
