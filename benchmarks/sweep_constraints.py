@@ -75,6 +75,12 @@ def main() -> int:
     parser.add_argument("--ami", type=Path, default=REPO / "data" / "ami")
     parser.add_argument("--speech", type=Path, default=REPO / ".cache" / "speech")
     parser.add_argument("--per-file", action="store_true")
+    parser.add_argument(
+        "--stretches",
+        choices=["on", "off"],
+        help="the clustering's CAM++ embeddings from single-voice stretches (on) or shared frames (off); "
+        "default: the service's",
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -116,6 +122,8 @@ def main() -> int:
             end = fest[name]["waveform"].shape[-1] / SAMPLE_RATE
             items.append(("festival", name, fest[name], ref, (0.0, end), len({t[2] for t in ref})))
     pipeline = cached(Pipeline.from_pretrained(args.models / "diarization"), True)
+    if args.stretches:
+        pipeline.voice_stretches = args.stretches == "on"
     diarizer = SpeakerDiarizer(pipeline, Placement("cpu", "float32", "sdpa"), shared_frames=True)
     base_threshold = float(pipeline.clustering.threshold)
     fold_share, alike_cosine, apart_share = diarizer.fold_share, diarizer.alike_cosine, diarizer.apart_share

@@ -22,7 +22,9 @@ What :func:`build` changes
       use ResNet34) and shared frames are on: ``get_embeddings`` pools frames computed once per file
       (:mod:`speakerscribe.diarization.shared_frames`) and, for CAM++, keeps them in ``last_frames`` for the second
       clustering
-      pass (:mod:`speakerscribe.diarization.recluster`).
+      pass (:mod:`speakerscribe.diarization.recluster`); with ``voice_stretches`` (CAM++ only), the embeddings the
+      clustering receives come from each single-voice stretch embedded alone
+      (:mod:`speakerscribe.diarization.voice_stretches`).
     * the clustering (any of pyannote's ``BaseClustering`` classes) -> the same class with
       :class:`BoundedEmbeddings` in front (:class:`BoundedAgglomerativeClustering` and :class:`BoundedVBxClustering`
       for the two that pipelines use): ``filter_embeddings`` keeps at most ``max_embeddings``
@@ -48,12 +50,16 @@ from .bounded_clustering import MAX_EMBEDDINGS, evenly_spaced
 from .campplus import CAMPPlusEmbedding
 from .constrained_clustering import ConstraintOptions, constrained_clusters
 from .shared_frames import shared_frame_embeddings
+from .voice_stretches import stretch_embeddings
 
 
 class SharedFrameDiarization(SpeakerDiarization):
     """pyannote's pipeline; speaker embeddings from CAM++ or ResNet frames computed once per file."""
 
     last_frames = None  # (channels, frames) of the last file embedded here (CAM++ only); the caller takes and clears it
+    # CAM++: the clustering's embeddings from single-voice stretches, each embedded alone (.voice_stretches); the
+    # shared frames stay what the second pass, folding and naming pool from
+    voice_stretches = False
 
     def get_embeddings(self, file, binary_segmentations, exclude_overlap: bool = False, hook=None):
         if file.get("sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
@@ -66,6 +72,8 @@ class SharedFrameDiarization(SpeakerDiarization):
             self._embedding.min_num_samples,
             hook,
         )
+        if self.voice_stretches and self.last_frames is not None:
+            embeddings = stretch_embeddings(self._embedding.model_, file["waveform"], binary_segmentations, embeddings)
         return embeddings
 
 

@@ -85,11 +85,24 @@ def frame_masks(segmentations, exclude_overlap: bool, min_num_samples) -> np.nda
     return data
 
 
-def pool_windows(frames, first, per_window: int, masks, pool, out: np.ndarray, rows: np.ndarray, hook, done: int = 0):
+def pool_windows(
+    frames,
+    first,
+    per_window: int,
+    masks,
+    pool,
+    out: np.ndarray,
+    rows: np.ndarray,
+    hook,
+    done: int = 0,
+    valid=None,
+    weights_out: np.ndarray | None = None,
+):
     """Fill ``out[rows]`` ((n, speakers, D)) with ``pool`` (frames (n, C, T), weights (n, T) -> (n, D)) of the
     ``per_window`` frames from ``first`` (one per row; frames outside the file weigh 0) under each speaker's mask
     ((n, speakers, seg_frames) tensor, nearest-interpolated to ``per_window`` as pyannote's pooling does).
-    ``hook`` hears ``done`` + the rows pooled so far."""
+    ``hook`` hears ``done`` + the rows pooled so far. ``valid``: (n_frames,) bool tensor, frames that may be
+    pooled (all when None); ``weights_out[rows]`` ((n, speakers)), when given: the weight each pooling had."""
     import torch
 
     n_frames, device = frames.shape[1], frames.device
@@ -101,6 +114,10 @@ def pool_windows(frames, first, per_window: int, masks, pool, out: np.ndarray, r
         chunk_frames = frames[:, index_t].permute(1, 0, 2).float()  # (n, C, per_window)
         weights = torch.nn.functional.interpolate(masks[a:b], size=per_window, mode="nearest")
         weights = weights * inside[:, None, :]
+        if valid is not None:
+            weights = weights * valid[index_t][:, None, :]
+        if weights_out is not None:
+            weights_out[rows[a:b]] = weights.sum(-1).float().cpu().numpy()
         for spk in range(masks.shape[1]):  # one speaker at a time: no repeated copy of the frames
             out[rows[a:b], spk] = pool(chunk_frames, weights[:, spk]).float().cpu().numpy()
         if hook is not None:
