@@ -124,6 +124,14 @@ def pool_windows(
             hook("embeddings", None, total=len(out), completed=done + b)
 
 
+def window_grid(window, num_chunks: int) -> tuple[np.ndarray, int]:
+    """Where each of ``num_chunks`` windows of ``window`` (a pyannote SlidingWindow) starts in 20 ms CAM++ frames,
+    and how many frames a window spans: ((num_chunks,) int64, per_window)."""
+    starts = np.array([window[c].start for c in range(num_chunks)]) * SAMPLE_RATE
+    first = np.round(starts / FRAME_HOP).astype(np.int64)
+    return first, int(round(window.duration * SAMPLE_RATE / FRAME_HOP))
+
+
 def shared_frame_embeddings(model, waveform, segmentations, exclude_overlap: bool, min_num_samples, hook=None):
     """What ``SpeakerDiarization.get_embeddings`` computes - a (num_chunks, local_speakers, dimension) array - from
     frames computed once: returns (embeddings, the file's CAM++ frames, or None for a ResNet). ``model`` is a
@@ -146,8 +154,7 @@ def shared_frame_embeddings(model, waveform, segmentations, exclude_overlap: boo
             _resnet_windows(model, waveform, window, starts, masks, out, hook)
             return out, None
         frames = file_frames(model, waveform)  # (C, F)
-        per_window = int(round(window.duration * SAMPLE_RATE / FRAME_HOP))
-        first = np.round(starts / FRAME_HOP).astype(np.int64)
+        first, per_window = window_grid(window, num_chunks)
         pool_windows(frames, first, per_window, masks, model.campplus.pool, out, np.arange(num_chunks), hook)
     return out, frames
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..records import SAMPLE_RATE
-from .shared_frames import FRAME_HOP, pool_windows
+from .shared_frames import FRAME_HOP, pool_windows, window_grid
 
 MIN_FRAMES = 10  # 0.2 s: shorter stretches are not embedded
 MAX_FRAMES = 500  # 10 s, a window: longer stretches are embedded in near-equal parts
@@ -37,9 +37,11 @@ def exclusive(segmentations) -> np.ndarray:
     return data & (data.sum(axis=2, keepdims=True) == 1)
 
 
-def single_voice_runs(segmentations, n_frames: int) -> np.ndarray:
-    """(runs, 2) [first, end) CAM++ frame numbers (20 ms) of the file's single-voice stretches."""
-    alone = exclusive(segmentations)
+def single_voice_runs(segmentations, n_frames: int, alone: np.ndarray | None = None) -> np.ndarray:
+    """(runs, 2) [first, end) CAM++ frame numbers (20 ms) of the file's single-voice stretches; ``alone`` is
+    ``exclusive(segmentations)`` when the caller has it already."""
+    if alone is None:
+        alone = exclusive(segmentations)
     chunks, seg_frames, _ = alone.shape
     window = segmentations.sliding_window
     label = np.where(alone.any(axis=2), alone.argmax(axis=2), -1)  # (chunks, seg_frames): the voice alone, or -1
@@ -108,18 +110,15 @@ def stretch_embeddings(model, waveform, segmentations, shared: np.ndarray) -> np
 
     waveform = waveform.to(next(model.parameters()).device)
     n_frames = max(1, -(-waveform.shape[-1] // FRAME_HOP))
-    runs = single_voice_runs(segmentations, n_frames)
-    window = segmentations.sliding_window
+    alone = exclusive(segmentations)  # (chunks, seg_frames, speakers)
+    runs = single_voice_runs(segmentations, n_frames, alone)
     num_chunks = shared.shape[0]
     with torch.inference_mode():
         frames, filled = stretch_frames(model, waveform, runs, n_frames)
         if frames is None:
             return shared
-        alone = exclusive(segmentations).astype(np.float32)  # (chunks, seg_frames, speakers)
-        per_window = int(round(window.duration * SAMPLE_RATE / FRAME_HOP))
-        starts = np.array([window[c].start for c in range(num_chunks)]) * SAMPLE_RATE
-        first = np.round(starts / FRAME_HOP).astype(np.int64)
-        masks = torch.from_numpy(alone).to(frames.device).permute(0, 2, 1)  # (chunks, speakers, seg_frames)
+        first, per_window = window_grid(segmentations.sliding_window, num_chunks)
+        masks = torch.from_numpy(alone.astype(np.float32)).to(frames.device).permute(0, 2, 1)  # (chunks, spk, frames)
         out = np.zeros_like(shared)
         weight = np.zeros(shared.shape[:2], dtype=np.float32)
         valid = torch.from_numpy(filled).to(frames.device)
