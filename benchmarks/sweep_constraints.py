@@ -30,6 +30,7 @@ WORSE = 0.02
 
 def candidates(args) -> list[dict]:
     """Each ``--only`` entry: comma-separated key=value of t (threshold, or 'plain' for pyannote's clustering),
+    tn (the threshold on narrowband audio; t when absent),
     l (min_links), s (split_distance), f (split_floor), g (near_share), m (merged_share on narrowband audio),
     a (small_share), an (small_share on narrowband audio), mw / aw / lw / sw (merged_share / small_share /
     min_links / split_distance on wideband audio), fs (the diarizer's fold_share: speakers under that share of the
@@ -77,9 +78,9 @@ def main() -> int:
     parser.add_argument("--per-file", action="store_true")
     parser.add_argument(
         "--stretches",
-        choices=["on", "off"],
-        help="the clustering's CAM++ embeddings from single-voice stretches (on) or shared frames (off); "
-        "default: the service's",
+        choices=["on", "off", "all"],
+        help="the clustering's CAM++ embeddings from single-voice stretches (on) or shared frames (off); all: the "
+        "stretch frames also for the second pass, folding and the count's apart check; default: the service's",
     )
     args = parser.parse_args()
     os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
@@ -123,7 +124,8 @@ def main() -> int:
             items.append(("festival", name, fest[name], ref, (0.0, end), len({t[2] for t in ref})))
     pipeline = cached(Pipeline.from_pretrained(args.models / "diarization"), True)
     if args.stretches:
-        pipeline.voice_stretches = args.stretches == "on"
+        pipeline.voice_stretches = args.stretches in ("on", "all")
+        pipeline.stretch_frames_downstream = args.stretches == "all"
     diarizer = SpeakerDiarizer(pipeline, Placement("cpu", "float32", "sdpa"), shared_frames=True)
     base_threshold = float(pipeline.clustering.threshold)
     fold_share, alike_cosine, apart_share = diarizer.fold_share, diarizer.alike_cosine, diarizer.apart_share
@@ -162,6 +164,7 @@ def main() -> int:
             pipeline.clustering.narrowband_count_kmeans_short = bool(cand.get("kms", 1))
             pipeline.clustering.narrowband_merged_share = cand.get("m", 0.0)
             pipeline.clustering.narrowband_small_share = cand.get("an", 0.0)
+            pipeline.clustering.narrowband_threshold = cand.get("tn")
             pipeline.clustering.wideband_merged_share = cand.get("mw", 0.0)
             pipeline.clustering.wideband_small_share = cand.get("aw", 0.0)
             pipeline.clustering.wideband_min_links = int(cand.get("lw", cand["l"]))

@@ -349,3 +349,18 @@ def test_the_service_uses_kmeans_for_short_answers_on_the_telephone_only():
     wideband = clustering.channel_options()
     assert telephone.count_kmeans_short and not wideband.count_kmeans_short
     assert not telephone.count_kmeans and not wideband.count_kmeans
+
+
+def test_a_telephone_threshold_applies_to_telephone_calls_only():
+    from speakerscribe.diarization.pyannote_pipeline import ConstrainedAgglomerativeClustering as Shipped
+
+    clustering = Shipped.__new__(Shipped)
+    clustering.threshold = 0.95
+    for narrowband in (True, False):  # by default both channels cluster at the pipeline's threshold
+        clustering.narrowband = narrowband
+        assert clustering.channel_options().threshold == 0.95
+    clustering.narrowband_threshold = 0.8
+    clustering.narrowband = True
+    assert clustering.channel_options().threshold == 0.8
+    clustering.narrowband = False
+    assert clustering.channel_options().threshold == 0.95

@@ -148,4 +148,40 @@ def test_the_pipeline_clusters_stretch_embeddings_when_asked(random_models):
     pipeline.voice_stretches = True
     on = pipeline.get_embeddings(file, binary, exclude_overlap=True)
     assert on.shape == off.shape and np.isfinite(on).all()
+    # a segmentation that hears two voices taking turns (the random model's may hear no voice alone anywhere)
+    binary = segmentation(23.0, {0: [(0.0, 9.0), (15.0, 23.0)], 1: [(9.0, 15.0)]}, rotate=False)
+    pipeline.voice_stretches = False
+    off = pipeline.get_embeddings(file, binary, exclude_overlap=True)
+    pipeline.voice_stretches = True
+    on = pipeline.get_embeddings(file, binary, exclude_overlap=True)
+    assert on.shape == off.shape and np.isfinite(on).all() and _moved(on[:, 0], off[:, 0]) > 0.02
     assert pipeline.last_frames is not None  # the shared frames stay for the second pass and naming
+    shared_frames = pipeline.last_frames.clone()
+    pipeline.stretch_frames_downstream = True
+    again = pipeline.get_embeddings(file, binary, exclude_overlap=True)
+    np.testing.assert_array_equal(again, on)
+    assert (pipeline.last_frames != shared_frames).any()  # the stretches' frames, for what pools downstream
+
+
+def test_stretch_frames_replace_the_shared_frames_only_where_a_stretch_filled_them(campplus):
+    """frames_into: A alone 0-8 s, silence 8-10 s, B alone 10-16 s; the shared frames in the silence and at each
+    stretch's first frame stay, the frames inside the stretches become those of A's and B's audio alone."""
+    from speakerscribe.diarization.shared_frames import shared_frame_embeddings
+
+    rng = np.random.default_rng(3)
+    seg = segmentation(16.0, {0: [(0.0, 8.0)], 1: [(10.0, 16.0)]}, rotate=False)
+    wave = torch.from_numpy(rng.normal(0, 0.1, 16 * 16000).astype(np.float32))[None]
+    with torch.inference_mode():
+        shared, frames = shared_frame_embeddings(campplus, wave, seg, exclude_overlap=True, min_num_samples=400)
+        before = frames.clone()
+        plain = stretch_embeddings(campplus, wave, seg, shared)
+        ours = stretch_embeddings(campplus, wave, seg, shared, frames_into=frames)
+        alone_b = campplus.campplus.frames(campplus.compute_fbank(wave[None, :, 10 * 16000 : 16 * 16000]))[0]
+    np.testing.assert_array_equal(ours, plain)  # the embeddings do not depend on where the frames go
+    changed = (frames != before).any(dim=0).numpy()
+    silence = slice(int(8.2 / HOP_S), int(9.8 / HOP_S))
+    assert not changed[silence].any()
+    b0 = int(round(10.0 / HOP_S))
+    assert not changed[b0] and changed[b0 + 1 : b0 + 200].all()
+    # inside B's stretch the frames are B's audio embedded alone
+    np.testing.assert_allclose(frames[:, b0 + 1 : b0 + 200].float(), alone_b[:, 1:200].float(), rtol=1e-3, atol=1e-5)

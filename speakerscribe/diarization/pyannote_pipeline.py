@@ -24,7 +24,8 @@ What :func:`build` changes
       clustering
       pass (:mod:`speakerscribe.diarization.recluster`); with ``voice_stretches`` (CAM++ only), the embeddings the
       clustering receives come from each single-voice stretch embedded alone
-      (:mod:`speakerscribe.diarization.voice_stretches`).
+      (:mod:`speakerscribe.diarization.voice_stretches`), and with ``stretch_frames_downstream`` too the frames
+      left in ``last_frames`` (both off).
     * the clustering (any of pyannote's ``BaseClustering`` classes) -> the same class with
       :class:`BoundedEmbeddings` in front (:class:`BoundedAgglomerativeClustering` and :class:`BoundedVBxClustering`
       for the two that pipelines use): ``filter_embeddings`` keeps at most ``max_embeddings``
@@ -60,6 +61,9 @@ class SharedFrameDiarization(SpeakerDiarization):
     # CAM++: the clustering's embeddings from single-voice stretches, each embedded alone (.voice_stretches); the
     # shared frames stay what the second pass, folding and naming pool from
     voice_stretches = False
+    # with voice_stretches: the file's frames that a stretch filled are the stretch's in last_frames too, so the
+    # second pass, folding, the count's apart check and naming pool the same voice-alone frames as the clustering
+    stretch_frames_downstream = False
 
     def get_embeddings(self, file, binary_segmentations, exclude_overlap: bool = False, hook=None):
         if file.get("sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
@@ -73,7 +77,10 @@ class SharedFrameDiarization(SpeakerDiarization):
             hook,
         )
         if self.voice_stretches and self.last_frames is not None:
-            embeddings = stretch_embeddings(self._embedding.model_, file["waveform"], binary_segmentations, embeddings)
+            into = self.last_frames if self.stretch_frames_downstream else None
+            embeddings = stretch_embeddings(
+                self._embedding.model_, file["waveform"], binary_segmentations, embeddings, frames_into=into
+            )
         return embeddings
 
 
@@ -131,6 +138,7 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
     narrowband = False
     narrowband_merged_share = 0.5
     narrowband_small_share = 0.15
+    narrowband_threshold: float | None = None  # the clustering's threshold on a telephone line (None: the pipeline's)
     # wideband audio: the same two rules with stricter evidence. Plain centroid linkage at the threshold puts every
     # calibration meeting into one cluster (centroids of spread unit vectors shrink), so the gate opens wherever
     # voices are heard at once; a pair heard at once counts only when its embeddings are this far apart (one
@@ -147,6 +155,7 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
         if self.narrowband:
             return replace(
                 options,
+                threshold=float(self.threshold if self.narrowband_threshold is None else self.narrowband_threshold),
                 merged_share=self.narrowband_merged_share,
                 small_share=self.narrowband_small_share,
                 count_kmeans_short=self.narrowband_count_kmeans_short,

@@ -103,9 +103,11 @@ def stretch_frames(model, waveform, runs: np.ndarray, n_frames: int):
     return out, filled
 
 
-def stretch_embeddings(model, waveform, segmentations, shared: np.ndarray) -> np.ndarray:
+def stretch_embeddings(model, waveform, segmentations, shared: np.ndarray, frames_into=None) -> np.ndarray:
     """``shared`` ((chunks, speakers, D) shared-frame embeddings) with each (window, speaker) that has at least
-    ``MIN_POOLED`` frames of stretch speech replaced by the pooling of those frames."""
+    ``MIN_POOLED`` frames of stretch speech replaced by the pooling of those frames. ``frames_into``: the file's
+    shared CAM++ frames ((channels, frames) tensor), overwritten in place with the stretch frames wherever a
+    stretch filled one, so that what pools from them later (second pass, folding, naming) hears each voice alone."""
     import torch
 
     waveform = waveform.to(next(model.parameters()).device)
@@ -117,6 +119,10 @@ def stretch_embeddings(model, waveform, segmentations, shared: np.ndarray) -> np
         frames, filled = stretch_frames(model, waveform, runs, n_frames)
         if frames is None:
             return shared
+        if frames_into is not None:
+            width = min(frames_into.shape[1], frames.shape[1])
+            where = torch.from_numpy(filled[:width]).to(frames_into.device)
+            frames_into[:, :width][:, where] = frames[:, :width][:, where].to(frames_into.dtype)
         first, per_window = window_grid(segmentations.sliding_window, num_chunks)
         masks = torch.from_numpy(alone.astype(np.float32)).to(frames.device).permute(0, 2, 1)  # (chunks, spk, frames)
         out = np.zeros_like(shared)
