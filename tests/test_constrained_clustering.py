@@ -364,3 +364,40 @@ def test_a_telephone_threshold_applies_to_telephone_calls_only():
     assert clustering.channel_options().threshold == 0.8
     clustering.narrowband = False
     assert clustering.channel_options().threshold == 0.95
+
+
+def test_a_telephone_threshold_also_holds_where_pyannotes_own_clustering_runs(random_models):
+    """Two voices 0.9 apart that are never heard at once: nothing for the constraints to do, so pyannote's clustering
+    runs; at the pipeline's threshold (0.95) it merges them, at a telephone threshold of 0.8 it keeps them apart, and
+    only on a telephone line."""
+    from pyannote.audio import Pipeline
+    from pyannote.core import SlidingWindow, SlidingWindowFeature
+
+    from speakerscribe.diarization.pyannote_pipeline import ConstrainedAgglomerativeClustering, build
+
+    pipeline = build(Pipeline.from_pretrained(random_models.pipeline), True, constrained=True)
+    clustering = pipeline.clustering
+    assert isinstance(clustering, ConstrainedAgglomerativeClustering)
+    clustering.threshold = 0.95
+    rng = np.random.default_rng(0)
+    a = np.zeros(192)
+    a[0] = 1.0
+    b = np.zeros(192)
+    b[0], b[1] = 1 - 0.9**2 / 2, np.sqrt(1 - (1 - 0.9**2 / 2) ** 2)  # |a - b| = 0.9
+    chunks = 60
+    embeddings = np.zeros((chunks, 3, 192), dtype=np.float32)
+    for c in range(chunks):
+        embeddings[c, 0] = (a if c < chunks // 2 else b) + rng.normal(0, 0.01, 192)
+    data = np.zeros((chunks, 589, 3), dtype=np.float32)
+    data[:, :, 0] = 1.0  # one voice in each window, never two at once
+    segmentations = SlidingWindowFeature(data, SlidingWindow(start=0.0, duration=10.0, step=1.0))
+
+    def found(narrowband: bool, telephone_threshold) -> int:
+        clustering.narrowband, clustering.narrowband_threshold = narrowband, telephone_threshold
+        hard, _, _ = clustering(embeddings, segmentations=segmentations)
+        assert clustering.threshold == 0.95  # the pipeline's threshold is put back
+        return len(np.unique(hard[:, 0]))
+
+    assert found(True, None) == 1
+    assert found(True, 0.8) == 2
+    assert found(False, 0.8) == 1

@@ -188,7 +188,12 @@ class ConstrainedAgglomerativeClustering(BoundedAgglomerativeClustering):
                 options = replace(options, near_share=0.0)
             clusters = constrained_clusters(chosen, chunk_idx, options, num=num, lo=lo, hi=hi)
             if clusters is None:  # the distance rule already keeps apart the voices heard at once
-                return super().__call__(embeddings, segmentations, num_clusters, min_clusters, max_clusters, **kw)
+                pipeline_threshold = self.threshold
+                self.threshold = options.threshold  # pyannote's clustering at this channel's threshold too
+                try:
+                    return super().__call__(embeddings, segmentations, num_clusters, min_clusters, max_clusters, **kw)
+                finally:
+                    self.threshold = pipeline_threshold
             return self.assign_embeddings(
                 embeddings, chunk_idx, speaker_idx, clusters, constrained=self.constrained_assignment
             )
