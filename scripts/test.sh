@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set up (as scripts/setup.sh) and run the whole test suite, slow real-weight tests included, and the handler and
-# accuracy tests again on the lowest versions requirements.txt allows (scripts/test-min-versions.sh, beside the suite
-# in a whole-suite run; skipped with SKIP_MIN_VERSIONS=1).
+# Set up (as scripts/setup.sh) and run the whole test suite, slow real-weight tests included; then the handler and
+# accuracy tests again on the lowest versions requirements.txt allows (scripts/test-min-versions.sh; skipped with
+# SKIP_MIN_VERSIONS=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # two virtual environments (CI pins and the minimum versions), models and data take about 16 GB: say so up front
@@ -18,27 +18,21 @@ export PYANNOTE_METRICS_ENABLED=false HF_HUB_OFFLINE=1
 # name tests (any argument that is not an option) run just those, in one pytest.
 whole_suite=1
 for arg in "$@"; do [[ "$arg" == -* ]] || whole_suite=0; done
+min_pid=""
+# .venv-min (scripts/test-min-versions.sh, after the suite) is four minutes of pip, mostly download and disk: build it
+# beside the suite when the disk has room for it and the image test together (about 5 + 8 GB, with margin), else after.
+free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
+if [ "$whole_suite" = 1 ] && [ "${SKIP_MIN_VERSIONS:-0}" != "1" ] && [ "${free_kb:-0}" -gt $((20 * 1024 * 1024)) ]; then
+  # Its log is printed afterwards; if it fails, test-min-versions.sh tries again and says why.
+  min_log=$(mktemp)
+  (. scripts/venv.sh && ensure_venv .venv-min constraints-min.txt) >"$min_log" 2>&1 &
+  min_pid=$!
+fi
 if [ "$whole_suite" = 1 ]; then
   image_log=$(mktemp)
   SPEAKERSCRIBE_CACHE="$PWD/.cache/image-test" .venv/bin/python -m pytest -p no:cacheprovider tests/test_image.py "$@" \
     >"$image_log" 2>&1 &
   image_pid=$!
-  # The minimum-versions run (scripts/test-min-versions.sh: four minutes of pip, then five of tests) goes beside the
-  # suite too, when the disk has room for it and the image test together (about 5 + 8 GB, with margin): .venv-min is
-  # built while the image test runs, its tests start once the image test has ended (at most two test runs share the
-  # two cores), with a cache folder of their own. Without the room, it runs after the suite as before.
-  min_pid=""
-  free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
-  if [ "${SKIP_MIN_VERSIONS:-0}" != "1" ] && [ "${free_kb:-0}" -gt $((20 * 1024 * 1024)) ]; then
-    min_log=$(mktemp)
-    (
-      (. scripts/venv.sh && ensure_venv .venv-min constraints-min.txt) ||
-        echo "building .venv-min failed; test-min-versions.sh tries again" >&2
-      while kill -0 "$image_pid" 2>/dev/null; do sleep 5; done
-      SPEAKERSCRIBE_CACHE="$PWD/.cache/min-versions" bash scripts/test-min-versions.sh "$@"
-    ) >"$min_log" 2>&1 &
-    min_pid=$!
-  fi
   suite_status=0
   .venv/bin/python -m pytest --ignore=tests/test_image.py "$@" || suite_status=$?
   image_status=0
@@ -46,22 +40,19 @@ if [ "$whole_suite" = 1 ]; then
   echo "== tests/test_image.py (ran beside the suite)"
   cat "$image_log"
   rm -f "$image_log"
-  min_status=0
-  if [ -n "$min_pid" ]; then
-    wait "$min_pid" || min_status=$?
-    echo "== scripts/test-min-versions.sh (ran beside the suite)"
-    cat "$min_log"
-    rm -f "$min_log"
-  elif [ "${SKIP_MIN_VERSIONS:-0}" != "1" ]; then
-    bash scripts/test-min-versions.sh "$@" || min_status=$?
-  fi
-  if [ "$suite_status" != 0 ] || [ "$image_status" != 0 ] || [ "$min_status" != 0 ]; then
-    echo "FAILED: the suite exited $suite_status, the image test $image_status, the minimum versions $min_status" >&2
+  if [ "$suite_status" != 0 ] || [ "$image_status" != 0 ]; then
+    echo "FAILED: the suite exited $suite_status, the image test $image_status" >&2
     exit 1
   fi
 else
   .venv/bin/python -m pytest "$@"
-  if [ "${SKIP_MIN_VERSIONS:-0}" != "1" ]; then
-    bash scripts/test-min-versions.sh "$@"
+fi
+if [ "${SKIP_MIN_VERSIONS:-0}" != "1" ]; then
+  if [ -n "$min_pid" ]; then
+    wait "$min_pid" || echo "building .venv-min beside the suite failed; test-min-versions.sh tries again" >&2
+    echo "== .venv-min (built beside the suite)"
+    cat "$min_log"
+    rm -f "$min_log"
   fi
+  bash scripts/test-min-versions.sh "$@"
 fi
