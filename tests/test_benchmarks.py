@@ -92,6 +92,30 @@ def test_greedy_loop_compares_with_generate(real_models, temperature):
     assert "identical tokens everywhere" in out
 
 
+def test_decoder_steps_compare_with_transformers_decoder(real_models):
+    out = run(
+        "benchmarks/decoder_steps.py",
+        "--models",
+        "whisper-tiny.en",
+        "--rows",
+        "1",
+        "--steps",
+        "12",
+        "--repeats",
+        "1",
+        "--clips",
+        "8",
+        "--requests",
+        "1",
+    )
+    step = re.search(
+        r"\| whisper-tiny.en \| a step, 1 row\(s\) \| [\d.]+ ms \| [\d.]+ ms \| ([\d.]+) \| bit-equal \|", out
+    )
+    assert step and float(step.group(1)) > 0, out
+    requests = re.findall(r"\| whisper-tiny.en \| 8 s of (\S+) \((\d+) words\) \| .* \| same words \|", out)
+    assert len(requests) == 2 and all(int(words) > 5 for _, words in requests), out  # in the room, by telephone
+
+
 def test_stream_latency_compares_with_a_baseline_commit(real_models):
     out = run("benchmarks/stream_latency.py", "--streams", "1", "--lines", "3", "--baseline", "HEAD", "--repeats", "1")
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]

@@ -107,8 +107,10 @@ def test_same_tokens_as_generate_on_real_speech(real_models, monkeypatch):
     import speakerscribe.asr.greedy as greedy
 
     kept = []
-    select = greedy._select_rows
-    monkeypatch.setattr(greedy, "_select_rows", lambda cache, keep: (kept.append(keep.tolist()), select(cache, keep)))
+    keep_rows = greedy._keep
+    monkeypatch.setattr(
+        greedy, "_keep", lambda cache, rows, windows: (kept.append(rows.tolist()), keep_rows(cache, rows, windows))
+    )
 
     path = real_models / "whisper-tiny.en"
     model = _load(path)
@@ -473,20 +475,20 @@ def test_rows_sharing_a_window_decode_what_copies_of_it_decode(real_models, monk
     prompt = _prompt(model, len(shared))
 
     caches, cross_kept = [], []
-    shared_prompt, select = greedy._shared_prompt, greedy._select_rows
+    shared_prompt, keep_rows = greedy._shared_prompt, greedy._keep
 
     def record_prompt(*args):
         hidden, cache = shared_prompt(*args)
         caches.append(cache)
         return hidden, cache
 
-    def record_select(cache, keep):
-        if caches and cache is caches[-1].cross_attention_cache:
-            cross_kept.append(keep.tolist())
-        return select(cache, keep)
+    def record_keep(cache, rows, windows):
+        if caches and cache is caches[-1] and windows is not None:
+            cross_kept.append(windows.tolist())
+        return keep_rows(cache, rows, windows)
 
     monkeypatch.setattr(greedy, "_shared_prompt", record_prompt)
-    monkeypatch.setattr(greedy, "_select_rows", record_select)
+    monkeypatch.setattr(greedy, "_keep", record_keep)
 
     def run(encoder_states, rows=None):
         generator = torch.Generator().manual_seed(3)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from .attention import SharedRows, sharing
 from .screened import exact_projection
+from .steps import DecoderSteps, StepCache
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,13 @@ def greedy_decode(
     (:mod:`.screened`), the same one every call. ``check()`` runs before every step and may raise to stop the
     decoding. Greedy or with a temperature a row, finished rows leave the batch once they are a quarter of it
     (``generate`` decodes them to the longest row's end). ``min_new_tokens`` forbids end-of-text for that many
-    steps. ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`). ``logprobs`` is filled
-    with what the scoring pass would otherwise compute. ``first_tokens`` (B,): each row's first token (a timestamp),
-    the rules going on from it. ``shared`` (B,): the window (row of ``encoder_states``) each row decodes."""
+    steps. ``decoder`` replaces ``model.model.decoder`` (an int8 copy, :mod:`.quantized`; either as
+    :mod:`.steps`). ``logprobs``: filled with what the scoring pass would compute. ``first_tokens`` (B,): each row's
+    first token (a timestamp). ``shared`` (B,): the window (row of ``encoder_states``) each row decodes."""
     import torch
 
     temperature, per_row, sampling = _temperatures(temperature, prompt_ids.device, generator)
-    decoder = decoder if decoder is not None else model.model.decoder
+    decoder = _stepped(decoder if decoder is not None else model.model.decoder)
     batch = prompt_ids.shape[0]
     project = _projection_for(projection, model, sampling)
     state = _RowStates(rules, model.proj_out.out_features, batch, prompt_ids.device, min_new_tokens, first_tokens)
@@ -178,6 +179,11 @@ class TokenLogprobs:
 _DROP_SHARE = 0.25  # finished rows are dropped once they are this share of the batch (each drop copies the cache)
 
 
+def _stepped(decoder):
+    """The decoder as :class:`~.steps.DecoderSteps`; transformers' module where the steps do not apply."""
+    return DecoderSteps.of(decoder) or decoder
+
+
 def _projection_for(projection, model, sampling: bool):
     """The projection a decoding takes: a draw needs every score, and a screen (:mod:`.screened`) scores only what
     decides a greedy step with the model's weights, so sampling takes the model's projection behind it."""
@@ -210,13 +216,13 @@ def _drop_finished(state, cache, encoder_states, rows, token, groups=None):
     keep = torch.nonzero(~state.finished).squeeze(1)
     state.keep(keep)
     if groups is None:
-        _select_rows(cache, keep)
+        _keep(cache, keep, keep)
         encoder_states = encoder_states.index_select(0, keep)
     else:
-        _select_rows(cache.self_attention_cache, keep)
         groups, used = groups.keep(keep)
-        if used.shape[0] < encoder_states.shape[0]:
-            _select_rows(cache.cross_attention_cache, used)
+        used = used if used.shape[0] < encoder_states.shape[0] else None
+        _keep(cache, keep, used)
+        if used is not None:
             encoder_states = encoder_states.index_select(0, used)
     return encoder_states, rows.index_select(0, keep), token.index_select(0, keep), groups
 
@@ -235,9 +241,11 @@ def _shared_rows(shared, batch: int, encoder_states) -> SharedRows | None:
 def _step(decoder, step_input, encoder_states, cache, groups: SharedRows | None, step: int):
     """One decoder call: (hidden states, cache). Rows sharing windows (``groups``; :class:`~.attention.SharedRows`,
     the model on :func:`~.attention.step_attention`) decode the prompt once a window and read the cross-attention
-    keys and values kept once a window."""
+    keys and values kept once a window. ``decoder``: :class:`~.steps.DecoderSteps` or transformers' module."""
     if groups is not None and step == 0:
         return _shared_prompt(decoder, step_input, encoder_states, groups)
+    if isinstance(decoder, DecoderSteps):
+        return decoder(step_input, encoder_states, cache, groups)
     with sharing(groups):
         out = decoder(input_ids=step_input, encoder_hidden_states=encoder_states, past_key_values=cache, use_cache=True)
     return out.last_hidden_state, out.past_key_values
@@ -253,10 +261,27 @@ def _shared_prompt(decoder, prompt_ids, encoder_states, groups: SharedRows):
     once = prompt_ids.index_select(0, first)
     if not torch.equal(once.index_select(0, groups.rows), prompt_ids):
         raise ValueError("rows that share a window must share its prompt")
+    if isinstance(decoder, DecoderSteps):
+        hidden, cache = decoder(once, encoder_states)
+        cache.keep_rows(groups.rows)
+        return hidden.index_select(0, groups.rows), cache
     out = decoder(input_ids=once, encoder_hidden_states=encoder_states, use_cache=True)
     cache = out.past_key_values
     _select_rows(cache.self_attention_cache, groups.rows)
     return out.last_hidden_state.index_select(0, groups.rows), cache
+
+
+def _keep(cache, rows, windows) -> None:
+    """Only the self-attention rows ``rows`` and the cross-attention rows ``windows`` (None: all) of ``cache`` go
+    on: a :class:`~.steps.StepCache` or transformers' encoder-decoder cache."""
+    if isinstance(cache, StepCache):
+        cache.keep_rows(rows)
+        if windows is not None:
+            cache.keep_windows(windows)
+        return
+    _select_rows(cache.self_attention_cache, rows)
+    if windows is not None:
+        _select_rows(cache.cross_attention_cache, windows)
 
 
 def _select_rows(cache, keep) -> None:
