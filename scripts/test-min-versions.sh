@@ -21,5 +21,5 @@ if grep -q "Would install" <<<"$plan"; then
 fi
 echo "   nothing to install"
 export PYANNOTE_METRICS_ENABLED=false HF_HUB_OFFLINE=1
-"$VENV/bin/python" -m pytest -p no:cacheprovider tests/test_handler.py tests/test_compat.py tests/test_greedy.py \
+"$VENV/bin/python" -m pytest -p no:cacheprovider tests/test_handler.py tests/test_compat.py tests/test_greedy.py tests/test_steps.py \
   tests/test_real_speech.py tests/test_screened.py tests/test_packed.py tests/test_windows_and_vad.py "$@"
