@@ -43,14 +43,14 @@ def transformers_decoder():
         DecoderSteps.of = original
 
 
-def step_times(engine, rows: int, steps: int, repeats: int) -> dict:
-    """Per-step milliseconds of both decoders over the same teacher-forced tokens, and whether they agreed."""
+def step_times(engine, audio, rate: int, rows: int, steps: int, repeats: int) -> dict:
+    """Per-step milliseconds of both decoders over the same teacher-forced tokens from ``audio`` (at most 30 s),
+    and whether they agreed."""
     import torch
 
     from speakerscribe.asr.greedy import greedy_decode
     from speakerscribe.asr.steps import DecoderSteps
 
-    _, audio, rate = recordings(30)[0]
     features = engine.feature_extractor([audio] * rows, sampling_rate=rate, return_tensors="pt").input_features
     model = engine.model
     with torch.inference_mode():
@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     from speakerscribe.models.settings import ModelSettings
 
     failed = False
+    _, step_audio, step_rate = recordings(30)[0]
     print("| model | measured | transformers | steps | transformers / steps | same |")
     print("|---|---|---|---|---|---|")
     for name in args.models:
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         handler = EndpointHandler(settings=settings)  # ASR only: no diarization model
         engine = handler.transcriber.models.asr
         for rows in args.rows:
-            t = step_times(engine, rows, args.steps, args.repeats)
+            t = step_times(engine, step_audio, step_rate, rows, args.steps, args.repeats)
             failed |= not t["equal"]
             print(
                 f"| {name} | a step, {rows} row(s) | {t['transformers']:.2f} ms | {t['steps']:.2f} ms "
